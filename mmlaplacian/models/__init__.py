@@ -1,0 +1,8 @@
+from mmlaplacian.registry import MODELS, register_downstream
+from .backbones import LaplacianFormer
+from .layers import LaplacianAttention
+
+MODELS.register_module(module=LaplacianFormer)
+register_downstream(LaplacianFormer)
+
+__all__ = ['LaplacianFormer', 'LaplacianAttention']

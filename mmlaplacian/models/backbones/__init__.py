@@ -1,0 +1,3 @@
+from .laplacianformer import LaplacianFormer
+
+__all__ = ['LaplacianFormer']

@@ -1,0 +1,56 @@
+"""Landmark selection for the Nyström approximation."""
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import torch
+import torch.nn.functional as F
+
+
+def landmark_grid(hw_shape: Tuple[int, int],
+                  num_landmarks: int) -> Tuple[int, int]:
+    """The pooled landmark grid for a token grid, at most ``num_landmarks``.
+
+    The grid keeps the aspect ratio of the token grid, so a 200x334 feature
+    map with 49 landmarks pools to 5x9 cells. A fixed landmark count (not a
+    fixed pooling ratio) keeps the attention linear at detection resolution.
+
+    Args:
+        hw_shape (tuple[int, int]): Height and width of the token grid.
+        num_landmarks (int): Upper bound on the number of landmarks.
+
+    Returns:
+        tuple[int, int]: Landmark grid height and width. When the grid has
+        no more tokens than ``num_landmarks`` it is returned unchanged: the
+        tokens themselves are the landmarks and the approximation is exact.
+    """
+    height, width = hw_shape
+    if height * width <= num_landmarks:
+        return height, width
+    grid_h = int(math.sqrt(num_landmarks * height / width))
+    grid_h = max(1, min(height, num_landmarks, grid_h))
+    grid_w = max(1, min(width, num_landmarks // grid_h))
+    return grid_h, grid_w
+
+
+def pool_landmarks(tokens: torch.Tensor, hw_shape: Tuple[int, int],
+                   grid: Tuple[int, int]) -> torch.Tensor:
+    """Average-pool per-head tokens onto the landmark grid.
+
+    Args:
+        tokens (Tensor): ``(B, heads, N, d)`` with ``N = H * W``.
+        hw_shape (tuple[int, int]): The token grid ``(H, W)``.
+        grid (tuple[int, int]): The landmark grid from :func:`landmark_grid`.
+
+    Returns:
+        Tensor: ``(B, heads, m, d)`` landmarks, ``m = grid[0] * grid[1]``.
+    """
+    batch, heads, num_tokens, dims = tokens.shape
+    if tuple(grid) == tuple(hw_shape):
+        return tokens
+    height, width = hw_shape
+    spatial = tokens.transpose(-1, -2).reshape(batch * heads, dims, height,
+                                               width)
+    pooled = F.adaptive_avg_pool2d(spatial, grid)
+    return pooled.reshape(batch, heads, dims, -1).transpose(-1, -2)

@@ -1,0 +1,104 @@
+"""Build script for mmlaplacian and its fused-op extension ``mmlaplacian._ext``.
+
+The extension is compiled from ``cuda_ops/``: the C++ CPU kernels always, the CUDA
+kernels when torch has CUDA and a toolkit is found, or when ``FORCE_CUDA=1``.
+Install with ``pip install --no-build-isolation -e .`` so the extension is built
+against the torch that is already installed.
+"""
+import glob
+import os
+import os.path as osp
+
+from setuptools import find_packages, setup
+
+DEFAULT_CUDA_ARCH_LIST = '7.5;8.0;8.6;8.9;9.0'
+
+
+def read_version() -> str:
+    namespace: dict = {}
+    with open(osp.join('mmlaplacian', 'version.py'), encoding='utf-8') as f:
+        exec(f.read(), namespace)
+    return namespace['__version__']
+
+
+def read_requirements(path: str) -> list:
+    with open(path, encoding='utf-8') as f:
+        lines = (line.split('#')[0].strip() for line in f)
+        return [line for line in lines if line and not line.startswith('-')]
+
+
+def want_cuda() -> bool:
+    """Whether to compile the CUDA kernels (needs nvcc and a CUDA torch)."""
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME
+    if os.getenv('FORCE_CUDA', '0') == '1':
+        if CUDA_HOME is None:
+            raise RuntimeError(
+                'FORCE_CUDA=1 but no CUDA toolkit was found: set CUDA_HOME '
+                'to the toolkit folder (the one holding bin/nvcc).')
+        return True
+    return torch.cuda.is_available() and CUDA_HOME is not None
+
+
+def make_extensions() -> list:
+    if os.getenv('MMLAPLACIAN_NO_EXT', '0') == '1':
+        return []
+    from torch.utils.cpp_extension import CppExtension, CUDAExtension
+    root = 'cuda_ops'
+    sources = [osp.join(root, 'pybind.cpp')]
+    sources += sorted(glob.glob(osp.join(root, 'cpu', '*.cpp')))
+    include_dirs = [osp.abspath(osp.join(root, 'common'))]
+    # No -std flag: torch's build helpers choose the standard its headers need.
+    extra_cxx = ['-O3']
+    if os.name != 'nt':
+        extra_cxx += ['-fopenmp']
+    if want_cuda():
+        os.environ.setdefault('TORCH_CUDA_ARCH_LIST', DEFAULT_CUDA_ARCH_LIST)
+        sources += sorted(glob.glob(osp.join(root, 'cuda', '*.cu')))
+        return [
+            CUDAExtension(
+                name='mmlaplacian._ext',
+                sources=sources,
+                include_dirs=include_dirs,
+                define_macros=[('MMLAPLACIAN_WITH_CUDA', None)],
+                extra_compile_args={
+                    'cxx': extra_cxx,
+                    'nvcc': ['-O3', '--use_fast_math', '-lineinfo'],
+                },
+                extra_link_args=['-fopenmp'] if os.name != 'nt' else [])
+        ]
+    return [
+        CppExtension(
+            name='mmlaplacian._ext',
+            sources=sources,
+            include_dirs=include_dirs,
+            extra_compile_args={'cxx': extra_cxx},
+            extra_link_args=['-fopenmp'] if os.name != 'nt' else [])
+    ]
+
+
+def make_cmdclass() -> dict:
+    from torch.utils.cpp_extension import BuildExtension
+    return {'build_ext': BuildExtension.with_options(use_ninja=True)}
+
+
+if __name__ == '__main__':
+    setup(
+        name='mmlaplacian',
+        version=read_version(),
+        description='LaplacianFormer backbone and fused ops for OpenMMLab '
+        'detection',
+        long_description=open('README.md', encoding='utf-8').read(),
+        long_description_content_type='text/markdown',
+        license='Apache-2.0',
+        python_requires='>=3.9',
+        packages=find_packages(include=('mmlaplacian', 'mmlaplacian.*')),
+        include_package_data=True,
+        install_requires=read_requirements('requirements/runtime.txt'),
+        extras_require={
+            'tests': read_requirements('requirements/tests.txt'),
+        },
+        ext_modules=make_extensions(),
+        cmdclass=make_cmdclass(),
+        zip_safe=False,
+    )

@@ -1,0 +1,19 @@
+"""``python -m mmlaplacian.info`` prints a usable bug-report header."""
+import subprocess
+import sys
+
+
+def test_info_lists_versions_and_extension_state(repo_root):
+    out = subprocess.run([sys.executable, '-m', 'mmlaplacian.info'],
+                         capture_output=True, text=True, cwd=repo_root,
+                         check=True).stdout
+    for key in ('Python', 'torch', 'mmengine', 'mmcv', 'mmdet', 'mmpretrain',
+                'pycocotools', 'mmcv._ext loads', 'mmlaplacian._ext loads',
+                'mmlaplacian._ext devices', 'GCC', 'NVCC'):
+        assert f'\n{key} ' in '\n' + out, key
+    line = next(l for l in out.splitlines()
+                if l.startswith('mmlaplacian._ext loads'))
+    assert line.split(':', 1)[1].strip() == 'yes', out
+    devices = next(l for l in out.splitlines()
+                   if l.startswith('mmlaplacian._ext devices'))
+    assert 'cpu' in devices

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# One-command set-up of mmlaplacian into the active Python environment.
+#
+#   bash tools/install.sh            (or: make install)
+#
+# Installs torch 2.13.0 + torchvision 0.28.0 only when no torch is present (an
+# existing torch >= 2.1 is kept, with a torchvision that pairs with it), the
+# build tools, mmengine, mmcv 2.1.0 compiled with ops (skipped when an mmcv
+# whose mmcv._ext loads is already installed), mmdet, mmpretrain,
+# pycocotools and the test tools, then builds mmlaplacian's own extension and
+# installs the package in editable mode. Safe to run again.
+#
+# Environment: PYTHON (interpreter, default python3), FORCE_CUDA=1 (build our
+# CUDA kernels), TORCH_CUDA_ARCH_LIST (default 7.5;8.0;8.6;8.9;9.0),
+# MAX_JOBS (parallel compile jobs).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+MMCV_VERSION=2.1.0
+# '===' asks for the PyPI build of 2.13.0 (CUDA 13; runs on CPU too), not the
+# local CPU-only 2.13.0+cpu wheel, whose torchvision does not exist on PyPI.
+TORCH_SPEC='torch===2.13.0'
+TORCHVISION_SPEC='torchvision==0.28.0'
+
+step() { printf '\n==> %s\n' "$*"; }
+die() {
+  printf '\nERROR: %s\n' "$1" >&2
+  [ $# -gt 1 ] && printf 'FIX:   %s\n' "$2" >&2
+  exit 1
+}
+pip_install() { "$PY" -m pip install --disable-pip-version-check "$@"; }
+torchvision_works() {
+  "$PY" -c 'import torch, torchvision.ops; torchvision.ops.nms(torch.zeros(1, 4), torch.ones(1), 0.5)' 2>/dev/null
+}
+
+command -v "$PY" >/dev/null 2>&1 || die "no Python interpreter '$PY'" \
+  "activate a Python >= 3.9 environment or set PYTHON=/path/to/python"
+"$PY" - <<'PYEOF' || die "Python >= 3.9 is required" "use a Python 3.9-3.12 environment (3.11 is tested)"
+import sys
+sys.exit(0 if sys.version_info >= (3, 9) else 1)
+PYEOF
+echo "Python: $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+
+step "torch and torchvision"
+# mmpretrain needs torchvision, and PyPI's torchvision wheels only load beside
+# PyPI's (CUDA) torch builds. torch 2.14 needs C++20, which mmcv 2.1.0's build
+# does not use, so a fresh environment gets torch 2.13.0 with torchvision 0.28.0.
+if torch_version=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
+  "$PY" - "$torch_version" <<'PYEOF' || die "torch $torch_version is too old (>= 2.1 needed)" "pip install \"$TORCH_SPEC\" \"$TORCHVISION_SPEC\""
+import sys
+major, minor = (int(p) for p in sys.argv[1].split('+')[0].split('.')[:2])
+sys.exit(0 if (major, minor) >= (2, 1) else 1)
+PYEOF
+  echo "keeping the installed torch $torch_version"
+  if ! torchvision_works; then
+    # torchvision 0.(m+15) pairs with torch 2.m.
+    tv_minor=$("$PY" -c "import torch; print(int(torch.__version__.split('.')[1]) + 15)")
+    echo "installing the torchvision that pairs with torch $torch_version (0.$tv_minor.*)"
+    pip_install --no-deps "torchvision==0.$tv_minor.*" || true
+    # A torchvision whose compiled ops do not load breaks imports: remove it.
+    torchvision_works || "$PY" -m pip uninstall -y -q torchvision || true
+    torchvision_works || die "no working torchvision for torch $torch_version (mmpretrain needs one)" \
+      "install a matching pair, e.g.: pip install \"$TORCH_SPEC\" \"$TORCHVISION_SPEC\" (then run this again)"
+  fi
+else
+  echo "no torch found: installing $TORCH_SPEC $TORCHVISION_SPEC"
+  pip_install "$TORCH_SPEC" "$TORCHVISION_SPEC" || die "torch install failed" \
+    "install a torch >= 2.1 with its torchvision for your platform first, then run this again"
+fi
+torchvision_works || die "torchvision does not work beside torch" "pip install \"$TORCH_SPEC\" \"$TORCHVISION_SPEC\""
+
+step "build tools (setuptools>=77,<81, wheel, ninja)"
+pip_install -r requirements/build.txt
+
+step "mmengine"
+pip_install "mmengine==0.10.7"
+
+step "mmcv $MMCV_VERSION with ops"
+if "$PY" -c "import mmcv, mmcv._ext; assert mmcv.__version__ == '$MMCV_VERSION'" 2>/dev/null; then
+  echo "mmcv $MMCV_VERSION with a loadable mmcv._ext is already installed: skipping the build"
+else
+  echo "Compiling mmcv $MMCV_VERSION with ops from source against the installed torch."
+  echo "This takes about 14 minutes on 2 cores (pip caches the wheel: later installs are fast)."
+  reinstall=()
+  "$PY" -c 'import mmcv' 2>/dev/null && reinstall=(--force-reinstall --no-deps)
+  MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} pip_install --no-build-isolation \
+    "${reinstall[@]}" "mmcv==$MMCV_VERSION" || die "the mmcv build failed (see the compiler output above)" \
+    "check that gcc/g++ and the Python headers are installed (apt-get install build-essential python3-dev)"
+  if ! "$PY" -c 'import mmcv._ext' 2>/dev/null; then
+    # pip's wheel cache may hold an mmcv built against another torch.
+    echo "the cached mmcv wheel was built against another torch: dropping it and rebuilding"
+    "$PY" -m pip cache remove 'mmcv-*' || true
+    MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} pip_install --no-build-isolation \
+      --force-reinstall --no-deps "mmcv==$MMCV_VERSION" || die "the mmcv build failed"
+  fi
+  "$PY" -c 'import mmcv._ext' || die "mmcv was built but mmcv._ext does not load" \
+    "rebuild it: MMCV_WITH_OPS=1 pip install --no-build-isolation --no-cache-dir --force-reinstall mmcv==$MMCV_VERSION"
+fi
+
+step "mmdet, mmpretrain, pycocotools and the test tools"
+pip_install "mmdet==3.3.0" "mmpretrain==1.2.0" -r requirements/runtime.txt -r requirements/tests.txt
+
+step "mmlaplacian and its extension mmlaplacian._ext"
+if [ "${FORCE_CUDA:-0}" = "1" ]; then
+  echo "FORCE_CUDA=1: compiling the CUDA kernels too (TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-7.5;8.0;8.6;8.9;9.0})"
+fi
+# An in-place build is incremental (ninja): a second run recompiles nothing.
+"$PY" setup.py -q build_ext --inplace || die "building mmlaplacian._ext failed (see above)" \
+  "check the compiler output; FORCE_CUDA=1 needs a CUDA build of torch and nvcc"
+# Checked from / so that the source folder on sys.path does not answer for it.
+if ! (cd / && "$PY" -c "import mmlaplacian, os, sys; sys.exit(not os.path.samefile(os.path.dirname(mmlaplacian.__file__), '$PWD/mmlaplacian'))") 2>/dev/null; then
+  MMLAPLACIAN_NO_EXT=1 pip_install --no-build-isolation --no-deps -e .
+fi
+
+step "check"
+"$PY" -c "import mmcv.ops, mmdet.models, mmpretrain.models, mmlaplacian._ext" \
+  || die "the installed stack does not import" "read the error above; rerun bash tools/install.sh"
+"$PY" -m mmlaplacian.info
+echo
+echo "mmlaplacian is installed. Quick start: make demo    Tests: make test"
