@@ -302,16 +302,19 @@ class LaplacianFormer(BaseModule):
                 x = self.downsamples[i - 1](x)
             batch, channels, height, width = x.shape
             hw_shape = (height, width)
-            tokens = x.flatten(2).transpose(1, 2)
+            # Free when x is channels-last (every stage after the first).
+            tokens = x.flatten(2).transpose(1, 2).contiguous()
             tokens = self.pos_drop(tokens + self._pos_embed(i, hw_shape))
             for block in blocks:
                 tokens = self._run_block(block, tokens, hw_shape)
             if i in self.out_indices:
                 out = getattr(self, f'norm{i}')(tokens)
                 outs.append(
-                    out.transpose(1, 2).reshape(batch, channels, height,
-                                                width).contiguous())
-            x = tokens.transpose(1, 2).reshape(batch, channels, height, width)
+                    out.reshape(batch, height, width,
+                                channels).permute(0, 3, 1, 2).contiguous())
+            # Tokens viewed as a channels-last map: no copy between stages.
+            x = tokens.reshape(batch, height, width,
+                               channels).permute(0, 3, 1, 2)
         return tuple(outs)
 
     # -------------------------------------------------------------- freezing

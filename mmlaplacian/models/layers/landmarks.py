@@ -50,7 +50,8 @@ def pool_landmarks(tokens: torch.Tensor, hw_shape: Tuple[int, int],
     if tuple(grid) == tuple(hw_shape):
         return tokens
     height, width = hw_shape
-    spatial = tokens.transpose(-1, -2).reshape(batch * heads, dims, height,
-                                               width)
+    # (N, d) rows are a channels-last (d, H, W) map: pooled without a copy.
+    spatial = tokens.reshape(batch * heads, height, width,
+                             dims).permute(0, 3, 1, 2)
     pooled = F.adaptive_avg_pool2d(spatial, grid)
-    return pooled.reshape(batch, heads, dims, -1).transpose(-1, -2)
+    return pooled.flatten(2).transpose(1, 2).reshape(batch, heads, -1, dims)

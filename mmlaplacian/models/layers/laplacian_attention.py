@@ -136,12 +136,19 @@ class LaplacianAttention(nn.Module):
         return x.reshape(batch, num_tokens, self.num_heads,
                          self.head_dims).transpose(1, 2)
 
-    def _whiten(self, sim: torch.Tensor) -> torch.Tensor:
+    def _apply_feature_map(self, sim: torch.Tensor,
+                           context: torch.Tensor) -> torch.Tensor:
+        """``φ(sim) @ context`` without forming the whitened N×m matrix.
+
+        ``((S - μ) ⊙ s) @ C = S @ (sᵀ ⊙ C) - (μ ⊙ s) @ C`` with per-column
+        mean μ and scale ``s = 1/sqrt(σ² + δ)`` over the N tokens.
+        """
         if self.feature_map == 'none':
-            return sim
-        mean = sim.mean(dim=-2, keepdim=True)
-        var = sim.var(dim=-2, keepdim=True, unbiased=False)
-        return (sim - mean) * torch.rsqrt(var + self.whiten_eps)
+            return sim @ context
+        var, mean = torch.var_mean(sim, dim=-2, keepdim=True, correction=0)
+        scale = torch.rsqrt(var + self.whiten_eps)  # (B, h, 1, m)
+        scaled_context = context * scale.transpose(-1, -2)
+        return sim @ scaled_context - (mean * scale) @ context
 
     def _invert(self, mat: torch.Tensor) -> torch.Tensor:
         batch, heads, m, _ = mat.shape
@@ -174,12 +181,13 @@ class LaplacianAttention(nn.Module):
                              f'fill a {height}x{width} grid')
         q = self._split_heads(self.q(x))
         k = q if self.share_qk else self._split_heads(self.k(x))
-        v = self._split_heads(self.v(x))
+        v_tokens = self.v(x)
+        v = self._split_heads(v_tokens)
 
         # exp(-|a-b|/λ) = exp(-|a/λ - b/λ|): scale once, kernels need no λ.
         inv_lam = torch.exp(-self.log_lam).to(q.dtype).view(1, -1, 1, 1)
-        q_s = q * inv_lam
-        k_s = q_s if self.share_qk else k * inv_lam
+        q_s = (q * inv_lam).contiguous()
+        k_s = q_s if self.share_qk else (k * inv_lam).contiguous()
         grid = landmark_grid(hw_shape, self.num_landmarks)
         q_land = pool_landmarks(q_s, hw_shape, grid)
         k_land = q_land if self.share_qk else pool_landmarks(
@@ -194,14 +202,14 @@ class LaplacianAttention(nn.Module):
         v32 = v.to(sim_k.dtype)
         context = sim_k.transpose(-1, -2) @ v32 / num_tokens  # (B,h,m,d)
         context = inv.to(context.dtype) @ context
-        out = self._whiten(sim_q) @ context
+        out = self._apply_feature_map(sim_q, context)
         out = out + v32.mean(dim=-2, keepdim=True)
         out = out.to(x.dtype).transpose(1, 2).reshape(batch, num_tokens,
                                                       channels)
         if self.dwconv is not None:
-            v_map = v.transpose(1, 2).reshape(batch, num_tokens, channels)
-            v_map = v_map.transpose(1, 2).reshape(batch, channels, height,
-                                                  width)
+            # (B, N, C) tokens are a channels-last (B, C, H, W) map: no copy.
+            v_map = v_tokens.reshape(batch, height, width,
+                                     channels).permute(0, 3, 1, 2)
             out = out + self.dwconv(v_map).flatten(2).transpose(1, 2)
         return self.proj_drop(self.proj(out))
 
