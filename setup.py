@@ -8,6 +8,7 @@ against the torch that is already installed.
 import glob
 import os
 import os.path as osp
+import shutil
 
 from setuptools import find_packages, setup
 
@@ -27,6 +28,25 @@ def read_requirements(path: str) -> list:
         return [line for line in lines if line and not line.startswith('-')]
 
 
+def locate_cuda_home() -> None:
+    """Point ``CUDA_HOME`` at a real toolkit when nvcc is only a wrapper.
+
+    torch guesses the toolkit from ``which nvcc``; a wrapper script such as
+    ``/usr/local/bin/nvcc`` makes it guess ``/usr/local``, which has no
+    ``cuda_runtime.h``. Must run before ``torch.utils.cpp_extension`` loads.
+    """
+    if os.getenv('CUDA_HOME') or os.getenv('CUDA_PATH'):
+        return
+    nvcc = shutil.which('nvcc')
+    if nvcc is None:
+        return
+    guess = osp.dirname(osp.dirname(osp.realpath(nvcc)))
+    for root in (guess, '/usr/local/cuda'):
+        if osp.isfile(osp.join(root, 'include', 'cuda_runtime.h')):
+            os.environ['CUDA_HOME'] = root
+            return
+
+
 def want_cuda() -> bool:
     """Whether to compile the CUDA kernels (needs nvcc and a CUDA torch)."""
     import torch
@@ -43,6 +63,7 @@ def want_cuda() -> bool:
 def make_extensions() -> list:
     if os.getenv('MMLAPLACIAN_NO_EXT', '0') == '1':
         return []
+    locate_cuda_home()
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
     root = 'cuda_ops'
     sources = [osp.join(root, 'pybind.cpp')]

@@ -1,0 +1,58 @@
+// CPU implementation of newton_schulz_inverse.
+//
+// The iteration runs in C++ on preallocated buffers (two ATen matmul calls a
+// step). With at least as many matrices as threads, each thread iterates its
+// own share of the batch inside a single parallel region, with sequential
+// matmuls: small matrices then pay no thread synchronisation per step. Fewer
+// matrices leave the threading to the batched matmul itself.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+
+#include "mmlaplacian_ops.hpp"
+#include "pytorch_cpp_helper.hpp"
+#include "pytorch_device_registry.hpp"
+
+namespace mmlaplacian {
+
+namespace {
+
+at::Tensor newton_schulz_cpu_compute(const at::Tensor& a, int64_t num_iters,
+                                     int64_t init) {
+  const int64_t batch = a.size(0);
+  const int threads = at::get_num_threads();
+  if (threads <= 1 || batch < threads) {
+    return newton_schulz_matmul(a, num_iters, init);
+  }
+  at::Tensor x = at::empty_like(a);
+  at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
+    x.narrow(0, begin, end - begin)
+        .copy_(newton_schulz_matmul(a.narrow(0, begin, end - begin),
+                                    num_iters, init));
+  });
+  return x;
+}
+
+}  // namespace
+
+at::Tensor newton_schulz_forward_cpu(const at::Tensor& a_in,
+                                     int64_t num_iters, int64_t init) {
+  check_newton_schulz_inputs(a_in, num_iters);
+  to_init(init);
+  CHECK_CPU(a_in);
+  const at::ScalarType dtype = a_in.scalar_type();
+  const bool low_precision = dtype == at::kHalf || dtype == at::kBFloat16;
+  TORCH_CHECK_TYPE(low_precision || dtype == at::kFloat ||
+                       dtype == at::kDouble,
+                   "newton_schulz_inverse: expected a floating-point A, got ",
+                   dtype);
+  // Reduced-precision inputs are iterated in fp32.
+  const at::Tensor a = (low_precision ? a_in.to(at::kFloat) : a_in).contiguous();
+  if (a.numel() == 0) return at::empty_like(a_in);
+  const at::Tensor x = newton_schulz_cpu_compute(a, num_iters, init);
+  return low_precision ? x.to(dtype) : x;
+}
+
+REGISTER_DEVICE_IMPL(newton_schulz_forward_impl, CPU, newton_schulz_forward_cpu)
+
+}  // namespace mmlaplacian

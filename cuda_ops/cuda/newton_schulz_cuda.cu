@@ -1,0 +1,97 @@
+// CUDA implementation of newton_schulz_inverse: the fused shared-memory
+// kernel (common/cuda/newton_schulz_cuda_kernel.cuh) when the matrices fit,
+// else the batched-matmul iteration.
+// Only Tensor methods are used (no ATen/ops/*.h), which keeps compiles short.
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "cuda/newton_schulz_cuda_kernel.cuh"
+#include "mmlaplacian_ops.hpp"
+#include "pytorch_cpp_helper.hpp"
+#include "pytorch_device_registry.hpp"
+
+namespace mmlaplacian {
+
+namespace {
+
+// Launches the fused kernel with kMicro x kMicro outputs per thread
+// (m <= 16 * kMicro).
+template <int kMicro, typename T>
+void launch_fused(const at::Tensor& a, at::Tensor& x, int m, int num_iters,
+                  int init, size_t smem_bytes, cudaStream_t stream) {
+  auto kernel = cuda::newton_schulz_cuda_kernel<kMicro, T>;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(smem_bytes)));
+  const dim3 block(cuda::kNsThreads, cuda::kNsThreads);
+  kernel<<<static_cast<unsigned int>(a.size(0)), block, smem_bytes, stream>>>(
+      a.const_data_ptr<T>(), x.mutable_data_ptr<T>(), m, num_iters, init,
+      static_cast<T>(kSymmetryTol));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Shared memory the fused kernel needs (A, X and AX), or 0 when it exceeds
+// what a block of this device may use.
+size_t fused_smem_bytes(int m, size_t elem_size, int device) {
+  if (m > cuda::kNsMaxDim) return 0;
+  int optin = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(
+      &optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const size_t bytes =
+      3 * static_cast<size_t>(m) * cuda::ns_leading_dim(m) * elem_size;
+  constexpr size_t kStaticReserve = 1024;  // the kernel's reduction scratch
+  return bytes + kStaticReserve <= static_cast<size_t>(optin) ? bytes : 0;
+}
+
+at::Tensor newton_schulz_compute(const at::Tensor& a, int64_t num_iters,
+                                 int64_t init) {
+  const int m = static_cast<int>(a.size(1));
+  const size_t smem =
+      fused_smem_bytes(m, a.element_size(), a.device().index());
+  if (smem == 0 || a.size(0) > INT32_MAX || num_iters > INT32_MAX) {
+    return newton_schulz_matmul(a, num_iters, init);
+  }
+  at::Tensor x = a.new_empty(a.sizes());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "newton_schulz_forward_cuda", [&] {
+    const int iters = static_cast<int>(num_iters);
+    const int code = static_cast<int>(init);
+    if (m <= 16 * 2) {
+      launch_fused<2, scalar_t>(a, x, m, iters, code, smem, stream);
+    } else if (m <= 16 * 4) {
+      launch_fused<4, scalar_t>(a, x, m, iters, code, smem, stream);
+    } else {
+      launch_fused<8, scalar_t>(a, x, m, iters, code, smem, stream);
+    }
+  });
+  return x;
+}
+
+}  // namespace
+
+at::Tensor newton_schulz_forward_cuda(const at::Tensor& a_in,
+                                      int64_t num_iters, int64_t init) {
+  check_newton_schulz_inputs(a_in, num_iters);
+  to_init(init);
+  CHECK_CUDA(a_in);
+  TORCH_CHECK_TYPE(at::isFloatingType(a_in.scalar_type()),
+                   "newton_schulz_inverse: expected a floating-point A, got ",
+                   a_in.scalar_type());
+  c10::cuda::CUDAGuard guard(a_in.device());
+  // Reduced-precision inputs are iterated in fp32.
+  const bool low_precision = a_in.scalar_type() == at::kHalf ||
+                             a_in.scalar_type() == at::kBFloat16;
+  const at::Tensor a =
+      (low_precision ? a_in.to(at::kFloat) : a_in).contiguous();
+  if (a.numel() == 0) return a_in.new_empty(a_in.sizes());
+  at::Tensor x = newton_schulz_compute(a, num_iters, init);
+  return low_precision ? x.to(a_in.scalar_type()) : x;
+}
+
+REGISTER_DEVICE_IMPL(newton_schulz_forward_impl, CUDA,
+                     newton_schulz_forward_cuda)
+
+}  // namespace mmlaplacian

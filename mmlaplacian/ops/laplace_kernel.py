@@ -1,0 +1,132 @@
+"""The Laplacian kernel ``exp(-||x_i - y_j||_1)`` as a differentiable op."""
+from __future__ import annotations
+
+from typing import Callable, Optional, Tuple
+
+import torch
+from torch.autograd import Function
+from torch.autograd.function import once_differentiable
+
+from .ext_loader import load_ext, resolve_impl
+from .reference import (laplace_kernel_backward_reference,
+                        laplace_kernel_forward_reference)
+from .validation import (autocast_disabled, autocast_enabled,
+                         check_same_device, check_same_dtype, check_tensor,
+                         compute_dtype)
+
+_OP = 'laplace_kernel'
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _kernels(impl: str) -> Tuple[Callable, Callable]:
+    """(forward, backward) functions of an impl ('cpp', 'cuda', 'pytorch')."""
+    if impl == 'pytorch':
+        return (laplace_kernel_forward_reference,
+                laplace_kernel_backward_reference)
+    ext = load_ext()
+    return ext.laplace_kernel_forward, ext.laplace_kernel_backward
+
+
+class LaplaceKernelFunction(Function):
+    """Autograd Function of :func:`laplace_kernel` for one impl.
+
+    The backward pass uses the saved output K, so it never recomputes the
+    distances and never forms a (B, N, M, d) tensor.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, y: torch.Tensor,
+                impl: str) -> torch.Tensor:
+        forward, _ = _kernels(impl)
+        with autocast_disabled(x.device):
+            out = forward(x, y)
+        ctx.impl = impl
+        ctx.save_for_backward(x, y, out)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        need_x, need_y, _ = ctx.needs_input_grad
+        if not (need_x or need_y):
+            return None, None, None
+        x, y, out = ctx.saved_tensors
+        _, backward = _kernels(ctx.impl)
+        with autocast_disabled(x.device):
+            dx, dy = backward(grad.contiguous(), x, y, out)
+        return (dx if need_x else None), (dy if need_y else None), None
+
+
+def _check_inputs(x: object, y: object, autocast: bool) -> None:
+    check_tensor(_OP, 'x', x, rank=3)
+    check_tensor(_OP, 'y', y, rank=3)
+    check_same_device(_OP, x=x, y=y)
+    if not autocast:  # autocast casts both to one dtype, as torch ops do
+        check_same_dtype(_OP, x=x, y=y)
+    if x.shape[0] != y.shape[0] or x.shape[2] != y.shape[2]:
+        raise ValueError(
+            f'{_OP}: x (B, N, d) and y (B, M, d) must agree in B and d, got '
+            f'x {tuple(x.shape)} and y {tuple(y.shape)}')
+
+
+def laplace_kernel(x: torch.Tensor,
+                   y: torch.Tensor,
+                   impl: str = 'auto') -> torch.Tensor:
+    """Laplacian kernel ``K[b, i, j] = exp(-sum_c |x[b,i,c] - y[b,j,c]|)``.
+
+    Differentiable in ``x`` and ``y``. A bandwidth λ is applied by scaling the
+    inputs: ``exp(-||a - b||_1 / λ) = laplace_kernel(a / λ, b / λ)``.
+
+    Precision: fp32 and fp64 compute in their own dtype. fp16/bf16 inputs are
+    accumulated in fp32 (on CPU they are upcast and the result cast back).
+    Under autocast the op computes in fp32 and returns fp32 (fp64 stays
+    fp64), like ``torch.cdist``. NaN inputs give NaN in the affected rows and
+    columns of K and of the gradients.
+
+    Args:
+        x (torch.Tensor): (B, N, d) floating-point tensor.
+        y (torch.Tensor): (B, M, d) tensor of the same dtype and device.
+            Non-contiguous and expanded inputs are accepted.
+        impl (str): ``'auto'`` (compiled kernels for the device when the
+            extension has them, else the reference), ``'cpp'``, ``'cuda'``
+            or ``'pytorch'`` (the reference). Defaults to ``'auto'``.
+
+    Returns:
+        torch.Tensor: K of shape (B, N, M); empty when N or M is 0.
+
+    Raises:
+        TypeError: Non-tensor, non-floating or mixed-dtype inputs.
+        ValueError: Wrong ranks, mismatched B or d, mixed devices, or an
+            impl that does not run on the inputs' device.
+        RuntimeError: A compiled impl was asked for but is not built.
+
+    Example:
+        >>> x, y = torch.randn(2, 100, 32), torch.randn(2, 49, 32)
+        >>> laplace_kernel(x, y).shape
+        torch.Size([2, 100, 49])
+    """
+    autocast = isinstance(x, torch.Tensor) and autocast_enabled(x.device)
+    _check_inputs(x, y, autocast)
+    impl = resolve_impl(_OP, impl, x.device)
+
+    out_dtype: Optional[torch.dtype] = None
+    if autocast:
+        dtype = compute_dtype(x.dtype, y.dtype)
+    elif x.dtype in _LOW_PRECISION and impl != 'cuda':
+        # CUDA kernels read fp16/bf16 natively; elsewhere compute in fp32.
+        dtype, out_dtype = torch.float32, x.dtype
+    else:
+        dtype = x.dtype
+    x = x.to(dtype).contiguous()
+    y = y.to(dtype).contiguous()
+    out = LaplaceKernelFunction.apply(x, y, impl)
+    return out if out_dtype is None else out.to(out_dtype)
+
+
+def laplace_kernel_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """:func:`laplace_kernel` computed by the pure-PyTorch reference.
+
+    Same contract as ``laplace_kernel(x, y, impl='pytorch')``.
+    """
+    return laplace_kernel(x, y, impl='pytorch')
+
