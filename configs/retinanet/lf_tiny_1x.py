@@ -1,0 +1,35 @@
+# RetinaNet + FPN with a LaplacianFormer-Tiny backbone, 1x schedule on COCO.
+#
+# The backbone returns strides 8/16/32 only (out_indices=(1, 2, 3)): RetinaNet
+# does not use stride 4, and an unused output would leave parameters without
+# gradients. FPN builds P3-P5 from them and P6-P7 from the last input.
+# Data, pretrained weights and batch size: see configs/mask_rcnn/lf_tiny_1x.py.
+_base_ = [
+    'mmdet::_base_/models/retinanet_r50_fpn.py',
+    'mmdet::_base_/datasets/coco_detection.py',
+    '../_base_/schedules/lf_adamw_1x.py',
+    'mmdet::_base_/default_runtime.py'
+]
+custom_imports = dict(imports=['mmlaplacian'], allow_failed_imports=False)
+
+pretrained = 'checkpoints/lf_tiny_in1k.pth'
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='LaplacianFormer',
+        arch='tiny',
+        drop_path_rate=0.1,
+        out_indices=(1, 2, 3),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
+    neck=dict(
+        in_channels=[128, 320, 512],
+        start_level=0,
+        add_extra_convs='on_input',
+        num_outs=5))
+
+data_root = '{{$COCO_ROOT:data/coco}}/'
+train_dataloader = dict(batch_size=2, dataset=dict(data_root=data_root))
+val_dataloader = dict(dataset=dict(data_root=data_root))
+test_dataloader = val_dataloader
+val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
+test_evaluator = val_evaluator

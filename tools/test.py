@@ -1,0 +1,140 @@
+"""Evaluate a trained detector (COCO metrics from the config's evaluator).
+
+Examples:
+    python tools/test.py configs/mask_rcnn/lf_tiny_1x.py \
+        work_dirs/lf_tiny_1x/epoch_12.pth
+    python tools/test.py CONFIG CKPT --out results.pkl --show-dir vis
+    bash tools/dist_test.sh CONFIG CKPT 8
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+import warnings
+from copy import deepcopy
+
+# Run from a source checkout without installing: the repository root first.
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+import mmlaplacian  # noqa: E402,F401
+from mmdet.engine.hooks.utils import trigger_visualization_hook  # noqa: E402
+from mmdet.evaluation import DumpDetResults  # noqa: E402
+from mmdet.registry import RUNNERS  # noqa: E402
+from mmdet.utils import setup_cache_size_limit_of_dynamo  # noqa: E402
+from mmengine.config import Config, ConfigDict, DictAction  # noqa: E402
+from mmengine.runner import Runner  # noqa: E402
+
+from cpu_support import init_cpu_distributed  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description='Test (and evaluate) a detector')
+    parser.add_argument('config', help='test config file path')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--work-dir', help='the directory to save the evaluation metrics')
+    parser.add_argument(
+        '--out', help='dump predictions to a pickle file (.pkl)')
+    parser.add_argument(
+        '--show', action='store_true', help='show the predictions')
+    parser.add_argument(
+        '--show-dir',
+        help='save the painted predictions to work_dir/<timestamp>/<this>')
+    parser.add_argument(
+        '--wait-time', type=float, default=2, help='seconds per shown image')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override config settings: key=value pairs, e.g. '
+        'test_dataloader.batch_size=4 or key="[a,b]" for lists (no spaces)')
+    parser.add_argument(
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        default='none',
+        help='job launcher')
+    parser.add_argument(
+        '--tta', action='store_true', help='test-time augmentation (flip)')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    if not osp.isfile(args.config):
+        parser.error(f'config file not found: {args.config}')
+    if not osp.isfile(args.checkpoint) and '://' not in args.checkpoint:
+        parser.error(f'checkpoint file not found: {args.checkpoint}')
+    if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
+        parser.error(f'--out must be a .pkl or .pickle file, got {args.out}')
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def apply_tta(cfg: Config) -> None:
+    """Wrap the model in ``DetTTAModel`` with flip augmentation."""
+    if 'tta_model' not in cfg:
+        warnings.warn('no tta_model in the config: using DetTTAModel with '
+                      'NMS at IoU 0.5')
+        cfg.tta_model = dict(
+            type='DetTTAModel',
+            tta_cfg=dict(
+                nms=dict(type='nms', iou_threshold=0.5), max_per_img=100))
+    if 'tta_pipeline' not in cfg:
+        warnings.warn('no tta_pipeline in the config: flipping the test '
+                      'pipeline')
+        test_data_cfg = cfg.test_dataloader.dataset
+        while 'dataset' in test_data_cfg:
+            test_data_cfg = test_data_cfg['dataset']
+        cfg.tta_pipeline = deepcopy(test_data_cfg.pipeline)
+        cfg.tta_pipeline[-1] = dict(
+            type='TestTimeAug',
+            transforms=[[
+                dict(type='RandomFlip', prob=1.),
+                dict(type='RandomFlip', prob=0.)
+            ],
+                        [
+                            dict(
+                                type='PackDetInputs',
+                                meta_keys=('img_id', 'img_path', 'ori_shape',
+                                           'img_shape', 'scale_factor',
+                                           'flip', 'flip_direction'))
+                        ]])
+    cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
+    cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
+
+
+def build_config(args: argparse.Namespace) -> Config:
+    """The config with the command-line settings applied."""
+    cfg = Config.fromfile(args.config)
+    cfg.launcher = args.launcher
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+    cfg.load_from = args.checkpoint
+    if args.show or args.show_dir:
+        cfg = trigger_visualization_hook(cfg, args)
+    if args.tta:
+        apply_tta(cfg)
+    return cfg
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    setup_cache_size_limit_of_dynamo()
+    cfg = build_config(args)
+    init_cpu_distributed(cfg)
+    if 'runner_type' not in cfg:
+        runner = Runner.from_cfg(cfg)
+    else:
+        runner = RUNNERS.build(cfg)
+    if args.out is not None:
+        runner.test_evaluator.metrics.append(
+            DumpDetResults(out_file_path=args.out))
+    runner.test()
+
+
+if __name__ == '__main__':
+    main()
