@@ -12,6 +12,8 @@ Two gaps, both filled only when CUDA is unavailable:
   :class:`CPUAutocastOptimWrapper` runs the backbone and neck under
   bfloat16 autocast instead; bfloat16 has the exponent range of float32, so
   no loss scaling is needed.
+
+:func:`shutdown_distributed` (any device) ends the process group cleanly.
 """
 from __future__ import annotations
 
@@ -111,6 +113,16 @@ def enable_amp(cfg: Config) -> str:
         cfg.optim_wrapper.pop('dtype', None)
         cfg.optim_wrapper.type = 'CPUAutocastOptimWrapper'
     return cfg.optim_wrapper.type
+
+
+def shutdown_distributed() -> None:
+    """Destroy the process group, if any, before the interpreter exits.
+
+    mmengine leaves it to exit-time destructors, where gloo's background
+    threads can abort the process after the work is done.
+    """
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def init_cpu_distributed(cfg: Config) -> bool:

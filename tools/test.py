@@ -24,7 +24,7 @@ from mmdet.utils import setup_cache_size_limit_of_dynamo  # noqa: E402
 from mmengine.config import Config, ConfigDict, DictAction  # noqa: E402
 from mmengine.runner import Runner  # noqa: E402
 
-from cpu_support import init_cpu_distributed  # noqa: E402
+from cpu_support import init_cpu_distributed, shutdown_distributed  # noqa
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -134,6 +134,7 @@ def main(argv=None) -> None:
         runner.test_evaluator.metrics.append(
             DumpDetResults(out_file_path=args.out))
     runner.test()
+    shutdown_distributed()
 
 
 if __name__ == '__main__':

@@ -25,7 +25,8 @@ from mmengine.logging import print_log  # noqa: E402
 from mmengine.registry import RUNNERS  # noqa: E402
 from mmengine.runner import Runner  # noqa: E402
 
-from cpu_support import enable_amp, init_cpu_distributed  # noqa: E402
+from cpu_support import (enable_amp, init_cpu_distributed,  # noqa: E402
+                         shutdown_distributed)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -120,6 +121,7 @@ def main(argv=None) -> None:
     else:
         runner = RUNNERS.build(cfg)
     runner.train()
+    shutdown_distributed()
 
 
 if __name__ == '__main__':

@@ -1,10 +1,11 @@
-"""tools/dist_train.sh: two processes on CPU (gloo) train one model."""
+"""tools/dist_train.sh and dist_test.sh: two processes on CPU (gloo)."""
 import glob
 import os.path as osp
 
 import pytest
 import torch
-from detection_utils import MASK_RCNN_CONFIG, free_port, run_tool
+from detection_utils import (MASK_RCNN_CONFIG, free_port, read_test_metrics,
+                             run_tool)
 
 pytestmark = pytest.mark.slow
 
@@ -31,3 +32,28 @@ def test_dist_train_two_processes(synthetic_env, tmp_path):
     # Saved from the unwrapped model: no DDP "module." prefix.
     assert all(not k.startswith('module.') for k in checkpoint['state_dict'])
     assert checkpoint['meta']['iter'] == 2
+
+
+def test_dist_test_two_processes(trained_mask_rcnn, synthetic_env,
+                                 tmp_path):
+    env = dict(synthetic_env, PORT=str(free_port()))
+    proc = run_tool([
+        'tools/dist_test.sh', MASK_RCNN_CONFIG,
+        trained_mask_rcnn['checkpoint'], '2', '--work-dir',
+        str(tmp_path)
+    ], env=env)
+    # 4 images, 2 per process and batch 2: one batch each, gathered once.
+    assert 'Epoch(test) [1/1]' in proc.stdout
+    assert proc.stdout.count(
+        'Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all') == 2
+    single = run_tool([
+        'tools/test.py', MASK_RCNN_CONFIG, trained_mask_rcnn['checkpoint'],
+        '--work-dir', str(tmp_path / 'single')
+    ], env=synthetic_env)
+    # Splitting the images over two processes changes no metric.
+    split = read_test_metrics(str(tmp_path))
+    whole = read_test_metrics(str(tmp_path / 'single'))
+    coco_keys = [k for k in whole if k.startswith('coco/')]
+    assert len(coco_keys) > 10
+    assert {k: split[k] for k in coco_keys} == {k: whole[k] for k in coco_keys}
+    assert 'Epoch(test) [2/2]' in single.stdout
