@@ -58,11 +58,15 @@ def test_landmark_grid_keeps_aspect_and_cap():
 
 
 def test_pool_landmarks_is_an_average():
-    tokens = torch.arange(2 * 16 * 3, dtype=torch.float).reshape(1, 2, 16, 3)
-    pooled = pool_landmarks(tokens, (4, 4), (2, 2))
+    tokens = torch.arange(16 * 6, dtype=torch.float).reshape(1, 16, 6)
+    pooled = pool_landmarks(tokens, (4, 4), (2, 2), num_heads=2)
     assert pooled.shape == (1, 2, 4, 3)
-    grid = tokens.reshape(1, 2, 4, 4, 3)
-    torch.testing.assert_close(pooled[0, :, 0], grid[0, :, :2, :2].mean((1, 2)))
+    grid = tokens.reshape(1, 4, 4, 2, 3)
+    torch.testing.assert_close(pooled[0, :, 0],
+                               grid[0, :2, :2].mean((0, 1)))
+    # The token grid itself: every token is a landmark.
+    same = pool_landmarks(tokens, (4, 4), (4, 4), num_heads=2)
+    torch.testing.assert_close(same[0, 1], tokens[0, :, 3:])
 
 
 class _MaxNumel(TorchDispatchMode):
@@ -145,3 +149,39 @@ def test_token_count_must_fill_grid():
     attn = LaplacianAttention(64, 2)
     with pytest.raises(ValueError, match='4x5 grid'):
         attn(torch.randn(1, 21, 64), (4, 5))
+
+
+@pytest.mark.parametrize('options', [
+    dict(),
+    dict(kernel='gaussian'),
+    dict(feature_map='none'),
+    dict(share_qk=False, learnable_lam=True),
+    dict(conv_kernel_size=0, num_landmarks=16),
+])
+def test_chunked_inference_equals_one_pass(options):
+    torch.manual_seed(0)
+    hw_shape = (13, 29)  # 377 tokens: chunks of 50 leave a ragged tail
+    attn = LaplacianAttention(64, 2, **options).double().eval()
+    x = torch.randn(2, 13 * 29, 64, dtype=torch.double)
+    with torch.no_grad():
+        attn.inference_chunk_tokens = 0
+        one_pass = attn(x, hw_shape)
+        attn.inference_chunk_tokens = 50
+        chunked = attn(x, hw_shape)
+    torch.testing.assert_close(chunked, one_pass, rtol=1e-10, atol=1e-10)
+    # With autograd the layer runs in one pass whatever the chunk setting.
+    torch.testing.assert_close(attn(x, hw_shape).detach(), one_pass)
+
+
+def test_chunked_inference_never_forms_the_n_by_m_matrix():
+    torch.manual_seed(0)
+    hw_shape = (48, 64)
+    num_tokens = hw_shape[0] * hw_shape[1]
+    attn = LaplacianAttention(
+        64, 2, impl='pytorch', inference_chunk_tokens=256).eval()
+    x = torch.randn(1, num_tokens, 64)
+    with torch.no_grad(), _MaxNumel() as probe:
+        attn(x, hw_shape)
+    # Largest tensors: the (N, C) projections; the N×m similarities
+    # (2 heads × 49 landmarks > C = 64 per token) exist only per chunk.
+    assert probe.max_numel <= num_tokens * 64

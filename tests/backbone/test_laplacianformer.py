@@ -116,6 +116,24 @@ def test_train_and_eval_outputs_match_without_dropout():
         torch.testing.assert_close(a, b)
 
 
+def test_inference_paths_match_the_autograd_path():
+    """Chunked attention/MLPs and folded BN (no autograd) change no output."""
+    torch.manual_seed(0)
+    model = LaplacianFormer(
+        'tiny', drop_path_rate=0., inference_chunk_tokens=300).eval()
+    for module in model.modules():  # non-trivial BN statistics to fold
+        if isinstance(module, _BatchNorm):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(2, 3, 150, 211)  # stage 1: 38x53 = 2014 tokens
+    reference = [out.detach() for out in model(x)]  # autograd: one pass
+    with torch.no_grad():
+        fast = model(x)
+    for ref, out in zip(reference, fast):
+        assert out.is_contiguous()
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize('layout', [
     'plain', 'state_dict', 'state_dict_ema', 'model', 'module', 'backbone'
 ])

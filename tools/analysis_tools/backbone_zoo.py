@@ -21,6 +21,13 @@ MODEL_ZOO: Dict[str, dict] = {
         arch='tiny',
         drop_path_rate=0.1,
         out_indices=(0, 1, 2, 3)),
+    'lf_tiny_linear':
+    dict(
+        type='LaplacianFormer',
+        arch='tiny',
+        stage4_attention='laplacian',
+        drop_path_rate=0.1,
+        out_indices=(0, 1, 2, 3)),
     'lf_small':
     dict(
         type='LaplacianFormer',
@@ -62,6 +69,7 @@ MODEL_ZOO: Dict[str, dict] = {
 }
 LABELS: Dict[str, str] = {
     'lf_tiny': 'LaplacianFormer-T',
+    'lf_tiny_linear': 'LaplacianFormer-T (linear stage 4)',
     'lf_small': 'LaplacianFormer-S',
     'swin_t': 'Swin-T',
     'pvtv2_b1': 'PVTv2-b1',

@@ -15,6 +15,7 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ..layers import ConvStem, LaplacianFormerBlock, conv_bn_relu
+from ..layers.token_chunks import DEFAULT_CHUNK_TOKENS, use_chunks
 from ..utils import filter_backbone_state_dict
 
 ARCH_KEYS = {'embed_dims', 'depths', 'num_heads'}
@@ -56,6 +57,10 @@ class LaplacianFormer(BaseModule):
         norm_eval (bool): Keep BatchNorm layers in eval mode while
             training. Defaults to False.
         with_cp (bool): Gradient checkpointing per block. Defaults to False.
+        inference_chunk_tokens (int): Without autograd (inference), the
+            Laplacian attention and the MLPs run over chunks of this many
+            tokens, so no N×m matrix is formed and every pass stays in
+            cache; 0 runs all tokens at once. Defaults to 2048.
         init_cfg (dict | list[dict], optional): ``dict(type='Pretrained',
             checkpoint=PATH)`` loads an mmpretrain, mmdet, timm-style or plain
             checkpoint.
@@ -110,6 +115,7 @@ class LaplacianFormer(BaseModule):
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
+                 inference_chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
         super().__init__(init_cfg=init_cfg)
         self.arch_settings = self._resolve_arch(arch)
@@ -132,6 +138,7 @@ class LaplacianFormer(BaseModule):
         self.norm_eval = norm_eval
         self.with_cp = with_cp
         self.pretrain_img_size = pretrain_img_size
+        self.inference_chunk_tokens = inference_chunk_tokens
 
         self.stem = ConvStem(in_channels, self.embed_dims[0])
         self.downsamples = nn.ModuleList(
@@ -164,7 +171,9 @@ class LaplacianFormer(BaseModule):
                         attn_cfg=block_attn_cfg
                         if attention == 'laplacian' else None,
                         drop_path=rates[start + j],
-                        drop=drop_rate) for j in range(self.depths[i])))
+                        drop=drop_rate,
+                        inference_chunk_tokens=inference_chunk_tokens)
+                    for j in range(self.depths[i])))
         for i in out_indices:
             self.add_module(f'norm{i}', nn.LayerNorm(self.embed_dims[i]))
         self._register_load_state_dict_pre_hook(self._resize_pos_embed_hook)
@@ -279,8 +288,13 @@ class LaplacianFormer(BaseModule):
                                                      int]) -> torch.Tensor:
         pos = self.pos_embeds[stage]
         if pos.shape[-2:] != hw_shape:
+            # Channels-last in, channels-last out: the (1, N, C) token view
+            # of the resized table is then contiguous.
             pos = F.interpolate(
-                pos, size=hw_shape, mode='bilinear', align_corners=False)
+                pos.contiguous(memory_format=torch.channels_last),
+                size=hw_shape,
+                mode='bilinear',
+                align_corners=False)
         return pos.flatten(2).transpose(1, 2)
 
     def _run_block(self, block: nn.Module, x: torch.Tensor,
@@ -289,6 +303,29 @@ class LaplacianFormer(BaseModule):
             return cp.checkpoint(block, x, hw_shape, use_reentrant=False)
         return block(x, hw_shape)
 
+    def _output_map(self, stage: int, tokens: torch.Tensor,
+                    hw_shape: Tuple[int, int]) -> torch.Tensor:
+        """Normalised tokens as a contiguous NCHW map.
+
+        Without autograd, normalised and transposed a band of rows at a time
+        (in cache) straight into the output.
+        """
+        norm = getattr(self, f'norm{stage}')
+        batch, num_tokens, channels = tokens.shape
+        height, width = hw_shape
+        if not use_chunks(num_tokens, self.inference_chunk_tokens):
+            return norm(tokens).reshape(batch, height, width,
+                                        channels).permute(0, 3, 1,
+                                                          2).contiguous()
+        out = tokens.new_empty(batch, channels, height, width)
+        rows = max(1, self.inference_chunk_tokens // width)
+        for top in range(0, height, rows):
+            bottom = min(top + rows, height)
+            band = norm(tokens[:, top * width:bottom * width])
+            out[:, :, top:bottom] = band.reshape(batch, bottom - top, width,
+                                                 channels).permute(0, 3, 1, 2)
+        return out
+
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """Return the NCHW feature maps of the stages in ``out_indices``."""
         if x.ndim != 4 or x.shape[1] != self.stem[0][0].in_channels:
@@ -296,22 +333,25 @@ class LaplacianFormer(BaseModule):
                              f'(B, {self.stem[0][0].in_channels}, H, W), '
                              f'got {tuple(x.shape)}')
         outs = []
-        x = self.stem(x)
+        # Channels-last from the start: the convs write the (B, H, W, C)
+        # layout the tokens use, so no stage needs a transposing copy.
+        x = self.stem(x.contiguous(memory_format=torch.channels_last))
         for i, blocks in enumerate(self.stages):
             if i > 0:
                 x = self.downsamples[i - 1](x)
             batch, channels, height, width = x.shape
             hw_shape = (height, width)
-            # Free when x is channels-last (every stage after the first).
+            # A view: x is channels-last.
             tokens = x.flatten(2).transpose(1, 2).contiguous()
-            tokens = self.pos_drop(tokens + self._pos_embed(i, hw_shape))
+            if torch.is_grad_enabled():
+                tokens = tokens + self._pos_embed(i, hw_shape)
+            else:  # x is the stem's/transition's fresh output
+                tokens += self._pos_embed(i, hw_shape)
+            tokens = self.pos_drop(tokens)
             for block in blocks:
                 tokens = self._run_block(block, tokens, hw_shape)
             if i in self.out_indices:
-                out = getattr(self, f'norm{i}')(tokens)
-                outs.append(
-                    out.reshape(batch, height, width,
-                                channels).permute(0, 3, 1, 2).contiguous())
+                outs.append(self._output_map(i, tokens, hw_shape))
             # Tokens viewed as a channels-last map: no copy between stages.
             x = tokens.reshape(batch, height, width,
                                channels).permute(0, 3, 1, 2)

@@ -33,8 +33,10 @@ def kernel_matrix(a: torch.Tensor,
     if kernel == 'laplacian':
         out = laplace_kernel(a3, b3, impl=impl)
     elif kernel == 'gaussian':
-        # Squared distances in fp32: the expansion cancels badly in half.
-        a32, b32 = a3.float(), b3.float()
+        # Squared distances in at least fp32: the expansion cancels badly
+        # in half precision.
+        dtype = torch.promote_types(a3.dtype, torch.float32)
+        a32, b32 = a3.to(dtype), b3.to(dtype)
         sq = (a32.pow(2).sum(-1, keepdim=True) + b32.pow(2).sum(-1)[:, None] -
               2 * a32 @ b32.transpose(1, 2)).clamp_min(0)
         out = torch.exp(-0.5 * sq)

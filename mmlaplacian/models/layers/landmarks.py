@@ -35,23 +35,31 @@ def landmark_grid(hw_shape: Tuple[int, int],
 
 
 def pool_landmarks(tokens: torch.Tensor, hw_shape: Tuple[int, int],
-                   grid: Tuple[int, int]) -> torch.Tensor:
-    """Average-pool per-head tokens onto the landmark grid.
+                   grid: Tuple[int, int], num_heads: int) -> torch.Tensor:
+    """Average-pool tokens onto the landmark grid, split into heads.
 
     Args:
-        tokens (Tensor): ``(B, heads, N, d)`` with ``N = H * W``.
+        tokens (Tensor): ``(B, N, C)`` with ``N = H * W``; head ``i`` owns
+            channels ``[i * C / heads, (i + 1) * C / heads)``.
         hw_shape (tuple[int, int]): The token grid ``(H, W)``.
         grid (tuple[int, int]): The landmark grid from :func:`landmark_grid`.
+        num_heads (int): Heads to split the channels into.
 
     Returns:
-        Tensor: ``(B, heads, m, d)`` landmarks, ``m = grid[0] * grid[1]``.
+        Tensor: ``(B, heads, m, C / heads)`` landmarks,
+        ``m = grid[0] * grid[1]``. When the grid is the token grid, a view of
+        the tokens themselves.
     """
-    batch, heads, num_tokens, dims = tokens.shape
+    batch, num_tokens, channels = tokens.shape
     if tuple(grid) == tuple(hw_shape):
-        return tokens
-    height, width = hw_shape
-    # (N, d) rows are a channels-last (d, H, W) map: pooled without a copy.
-    spatial = tokens.reshape(batch * heads, height, width,
-                             dims).permute(0, 3, 1, 2)
-    pooled = F.adaptive_avg_pool2d(spatial, grid)
-    return pooled.flatten(2).transpose(1, 2).reshape(batch, heads, -1, dims)
+        landmarks = tokens
+    else:
+        height, width = hw_shape
+        # (N, C) rows are a channels-last (C, H, W) map: pooled without a
+        # copy.
+        spatial = tokens.reshape(batch, height, width,
+                                 channels).permute(0, 3, 1, 2)
+        landmarks = F.adaptive_avg_pool2d(spatial, grid).flatten(2).transpose(
+            1, 2)
+    return landmarks.reshape(batch, -1, num_heads,
+                             channels // num_heads).transpose(1, 2)

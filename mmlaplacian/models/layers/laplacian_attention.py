@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -10,6 +10,8 @@ import torch.nn as nn
 from mmlaplacian.ops import newton_schulz_inverse
 from .kernel_matrix import KERNELS, kernel_matrix
 from .landmarks import landmark_grid, pool_landmarks
+from .token_chunks import (DEFAULT_CHUNK_TOKENS, ColumnMoments, token_spans,
+                           use_chunks)
 
 FEATURE_MAPS = ('whiten', 'none')
 INVERSES = ('newton', 'exact')
@@ -29,6 +31,12 @@ class LaplacianAttention(nn.Module):
     Means over the N tokens (not sums) make the output resolution-consistent,
     and per-sample statistics make train and eval identical. Time is
     ``O(N·m·d + m³·iters)`` and memory ``O(N·m)``: no N×N tensor is formed.
+
+    Without autograd (inference) the tokens run in chunks of
+    ``inference_chunk_tokens``: a first pass gathers the column moments of
+    ``Kq`` and ``Kkᵀ V``, a second recomputes each chunk's similarities and
+    writes its output. The N×m matrices never exist, and every pass works in
+    cache, which keeps the time linear at detection resolution.
 
     Args:
         embed_dims (int): Channels C.
@@ -55,6 +63,9 @@ class LaplacianAttention(nn.Module):
         proj_drop (float): Dropout after the output projection.
         impl (str): Fused-op implementation (``'auto'``, ``'cpp'``,
             ``'cuda'`` or ``'pytorch'``). Defaults to ``'auto'``.
+        inference_chunk_tokens (int): Tokens per chunk without autograd;
+            0 processes all tokens at once. Results agree to float rounding.
+            Defaults to 2048.
 
     Example:
         >>> attn = LaplacianAttention(64, num_heads=2)
@@ -79,7 +90,8 @@ class LaplacianAttention(nn.Module):
                  conv_kernel_size: int = 3,
                  qkv_bias: bool = True,
                  proj_drop: float = 0.,
-                 impl: str = 'auto') -> None:
+                 impl: str = 'auto',
+                 inference_chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> None:
         super().__init__()
         if embed_dims % num_heads != 0:
             raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
@@ -109,6 +121,7 @@ class LaplacianAttention(nn.Module):
         self.ns_iters = ns_iters
         self.eps = eps
         self.impl = impl
+        self.inference_chunk_tokens = inference_chunk_tokens
 
         log_lam = torch.full((num_heads, ), math.log(lam))
         if learnable_lam:
@@ -136,22 +149,14 @@ class LaplacianAttention(nn.Module):
         return x.reshape(batch, num_tokens, self.num_heads,
                          self.head_dims).transpose(1, 2)
 
-    def _apply_feature_map(self, sim: torch.Tensor,
-                           context: torch.Tensor) -> torch.Tensor:
-        """``φ(sim) @ context`` without forming the whitened N×m matrix.
-
-        ``((S - μ) ⊙ s) @ C = S @ (sᵀ ⊙ C) - (μ ⊙ s) @ C`` with per-column
-        mean μ and scale ``s = 1/sqrt(σ² + δ)`` over the N tokens.
-        """
-        if self.feature_map == 'none':
-            return sim @ context
-        # Two passes: torch.var_mean along this strided axis is 1.2-5.8x
-        # slower on CPU (measured at the stage 1-3 shapes).
-        mean = sim.mean(dim=-2, keepdim=True)
-        var = (sim - mean).square().mean(dim=-2, keepdim=True)
-        scale = torch.rsqrt(var + self.whiten_eps)  # (B, h, 1, m)
-        scaled_context = context * scale.transpose(-1, -2)
-        return sim @ scaled_context - (mean * scale) @ context
+    def _similarity(self, tokens: torch.Tensor, inv_lam: torch.Tensor,
+                    landmarks: torch.Tensor, start: int,
+                    end: int) -> torch.Tensor:
+        """Kernel between tokens ``[start, end)`` (scaled by 1/λ here, one
+        chunk at a time) and the scaled landmarks."""
+        scaled = tokens[:, start:end] * inv_lam
+        return kernel_matrix(
+            self._split_heads(scaled), landmarks, self.kernel, self.impl)
 
     def _invert(self, mat: torch.Tensor) -> torch.Tensor:
         batch, heads, m, _ = mat.shape
@@ -166,13 +171,18 @@ class LaplacianAttention(nn.Module):
                 mat, num_iters=self.ns_iters, impl=self.impl)
         return inv.reshape(batch, heads, m, m)
 
-    def forward(self, x: torch.Tensor, hw_shape: Tuple[int,
-                                                        int]) -> torch.Tensor:
+    def forward(self,
+                x: torch.Tensor,
+                hw_shape: Tuple[int, int],
+                identity: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Attend over the tokens of an ``H × W`` grid.
 
         Args:
             x (Tensor): ``(B, N, C)`` tokens, ``N = H * W``.
             hw_shape (tuple[int, int]): ``(H, W)``.
+            identity (Tensor, optional): ``(B, N, C)`` added to the output
+                (the residual branch, as in mmcv's ``MultiheadAttention``);
+                in chunked inference it is added chunk by chunk.
 
         Returns:
             Tensor: ``(B, N, C)``.
@@ -182,38 +192,89 @@ class LaplacianAttention(nn.Module):
         if num_tokens != height * width:
             raise ValueError(f'LaplacianAttention: {num_tokens} tokens do not '
                              f'fill a {height}x{width} grid')
-        q = self._split_heads(self.q(x))
-        k = q if self.share_qk else self._split_heads(self.k(x))
+        q_tokens = self.q(x)
+        k_tokens = q_tokens if self.share_qk else self.k(x)
         v_tokens = self.v(x)
-        v = self._split_heads(v_tokens)
+        # exp(-|a-b|/λ) = exp(-|a/λ - b/λ|): scaled inputs, kernels need no
+        # λ, and a learnable λ gets its gradient through the scaling.
+        inv_lam = torch.exp(-self.log_lam).to(q_tokens.dtype)
+        inv_lam_channels = inv_lam.repeat_interleave(self.head_dims)
 
-        # exp(-|a-b|/λ) = exp(-|a/λ - b/λ|): scale once, kernels need no λ.
-        inv_lam = torch.exp(-self.log_lam).to(q.dtype).view(1, -1, 1, 1)
-        q_s = (q * inv_lam).contiguous()
-        k_s = q_s if self.share_qk else (k * inv_lam).contiguous()
         grid = landmark_grid(hw_shape, self.num_landmarks)
-        q_land = pool_landmarks(q_s, hw_shape, grid)
+        inv_lam_heads = inv_lam.view(1, -1, 1, 1)
+        q_land = pool_landmarks(q_tokens, hw_shape, grid,
+                                self.num_heads) * inv_lam_heads
         k_land = q_land if self.share_qk else pool_landmarks(
-            k_s, hw_shape, grid)
+            k_tokens, hw_shape, grid, self.num_heads) * inv_lam_heads
+        inv = self._invert(
+            kernel_matrix(q_land, k_land, self.kernel, self.impl))
 
-        sim_q = kernel_matrix(q_s, k_land, self.kernel, self.impl)
-        sim_k = sim_q if self.share_qk else kernel_matrix(
-            k_s, q_land, self.kernel, self.impl)
-        landmark_mat = kernel_matrix(q_land, k_land, self.kernel, self.impl)
-        inv = self._invert(landmark_mat)
+        chunked = use_chunks(num_tokens, self.inference_chunk_tokens)
+        spans = list(
+            token_spans(num_tokens,
+                        self.inference_chunk_tokens if chunked else 0))
 
-        v32 = v.to(sim_k.dtype)
-        context = sim_k.transpose(-1, -2) @ v32 / num_tokens  # (B,h,m,d)
-        context = inv.to(context.dtype) @ context
-        out = self._apply_feature_map(sim_q, context)
-        out = out + v32.mean(dim=-2, keepdim=True)
-        out = out.to(x.dtype).transpose(1, 2).reshape(batch, num_tokens,
-                                                      channels)
+        # Pass 1: Kkᵀ V, the column moments of Kq and the sum of V.
+        context, v_sum, moments, sim_q = 0, 0, None, None
+        for start, end in spans:
+            sim_q = self._similarity(q_tokens, inv_lam_channels, k_land,
+                                     start, end)
+            sim_k = sim_q if self.share_qk else self._similarity(
+                k_tokens, inv_lam_channels, q_land, start, end)
+            v = self._split_heads(v_tokens[:, start:end]).to(sim_k.dtype)
+            context = context + sim_k.transpose(-1, -2) @ v
+            v_sum = v_sum + v.sum(dim=-2, keepdim=True)
+            if self.feature_map == 'whiten':
+                moments = ColumnMoments.of(sim_q).merge(moments)
+        context = inv.to(context.dtype) @ (context / num_tokens)  # (B,h,m,d)
+
+        # φ(Kq)·C = Kq·(s ⊙ C) + (mean_N V − (μ ⊙ s)·C), with the whitening
+        # scale s = 1/sqrt(σ² + δ): the whitened N×m matrix is never formed.
+        weights, bias = context, v_sum / num_tokens
+        if moments is not None:
+            scale = torch.rsqrt(moments.var + self.whiten_eps)  # (B,h,1,m)
+            weights = context * scale.transpose(-1, -2)
+            bias = bias - (moments.mean * scale) @ context
+
+        dw_tokens = None
         if self.dwconv is not None:
             # (B, N, C) tokens are a channels-last (B, C, H, W) map: no copy.
             v_map = v_tokens.reshape(batch, height, width,
                                      channels).permute(0, 3, 1, 2)
-            out = out + self.dwconv(v_map).flatten(2).transpose(1, 2)
+            dw_tokens = self.dwconv(v_map).permute(0, 2, 3, 1).reshape(
+                batch, num_tokens, channels)
+
+        # Pass 2: outputs, reusing the similarities when there is one chunk.
+        if not chunked:
+            out = self._output(sim_q, weights, bias, dw_tokens, x.dtype)
+            return out if identity is None else identity + out
+        out = x.new_empty(batch, num_tokens, channels)
+        for start, end in spans:
+            sim_q = self._similarity(q_tokens, inv_lam_channels, k_land,
+                                     start, end)
+            part = self._output(
+                sim_q, weights, bias,
+                None if dw_tokens is None else dw_tokens[:, start:end],
+                x.dtype)
+            if identity is not None:
+                part += identity[:, start:end]
+            out[:, start:end] = part
+        return out
+
+    def _output(self, sim_q: torch.Tensor, weights: torch.Tensor,
+                bias: torch.Tensor, dw_tokens: Optional[torch.Tensor],
+                dtype: torch.dtype) -> torch.Tensor:
+        """``proj(Kq·weights + bias + DWConv(V))`` for one span of tokens."""
+        batch, heads, num_tokens, num_landmarks = sim_q.shape
+        out = torch.baddbmm(
+            bias.reshape(batch * heads, 1, self.head_dims),
+            sim_q.reshape(batch * heads, num_tokens, num_landmarks),
+            weights.reshape(batch * heads, num_landmarks, self.head_dims))
+        out = out.to(dtype).reshape(batch, heads, num_tokens,
+                                    self.head_dims).transpose(1, 2).reshape(
+                                        batch, num_tokens, self.embed_dims)
+        if dw_tokens is not None:
+            out = out + dw_tokens
         return self.proj_drop(self.proj(out))
 
     def extra_repr(self) -> str:
