@@ -1,7 +1,8 @@
 """Backbones compared by the analysis tools, and how to build them.
 
 Shortcuts name the backbone settings of the matching detection configs:
-``lf_tiny``/``lf_small`` (ours, ``configs/mask_rcnn``), ``swin_t`` (mmdet
+``lf_tiny``/``lf_small`` (ours, ``configs/mask_rcnn``), ``lf_tiny_linear``
+(Tiny with a linear stage 4), ``swin_t`` (mmdet
 ``mask-rcnn_swin-t-p4-w7_fpn_1x_coco``), ``pvtv2_b1`` (mmdet
 ``retinanet_pvtv2-b1_fpn_1x_coco``) and ``resnet50`` (mmdet
 ``mask-rcnn_r50_fpn``). A config file (detector or classifier) works too.

@@ -23,7 +23,8 @@ memory of the passes. CUDA: ``torch.cuda.max_memory_allocated`` (peak) and
 the same minus the allocated memory before the first pass.
 
 Models (backbone settings of the matching mmdet configs):
-``lf_tiny``, ``lf_small`` (ours), ``swin_t`` (mask-rcnn_swin-t-p4-w7),
+``lf_tiny``, ``lf_small`` (ours), ``lf_tiny_linear`` (ours with
+``stage4_attention='laplacian'``), ``swin_t`` (mask-rcnn_swin-t-p4-w7),
 ``pvtv2_b1`` (PyramidVisionTransformerV2 b1), ``resnet50`` (mask-rcnn_r50).
 
 Output in ``--out-dir``: ``results.json``, ``benchmark.md`` (tables) and

@@ -57,10 +57,11 @@ class LaplacianFormer(BaseModule):
         norm_eval (bool): Keep BatchNorm layers in eval mode while
             training. Defaults to False.
         with_cp (bool): Gradient checkpointing per block. Defaults to False.
-        inference_chunk_tokens (int): Without autograd (inference), the
-            Laplacian attention and the MLPs run over chunks of this many
-            tokens, so no N×m matrix is formed and every pass stays in
-            cache; 0 runs all tokens at once. Defaults to 2048.
+        inference_chunk_tokens (int): On the CPU without autograd
+            (inference), the Laplacian attention, the MLPs and the output
+            norms run over chunks of this many tokens, so no N×m matrix is
+            formed and every pass stays in cache; 0 runs all tokens at once.
+            Defaults to 2048.
         init_cfg (dict | list[dict], optional): ``dict(type='Pretrained',
             checkpoint=PATH)`` loads an mmpretrain, mmdet, timm-style or plain
             checkpoint.
@@ -313,7 +314,7 @@ class LaplacianFormer(BaseModule):
         norm = getattr(self, f'norm{stage}')
         batch, num_tokens, channels = tokens.shape
         height, width = hw_shape
-        if not use_chunks(num_tokens, self.inference_chunk_tokens):
+        if not use_chunks(tokens, self.inference_chunk_tokens):
             return norm(tokens).reshape(batch, height, width,
                                         channels).permute(0, 3, 1,
                                                           2).contiguous()

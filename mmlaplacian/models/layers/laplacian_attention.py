@@ -32,7 +32,7 @@ class LaplacianAttention(nn.Module):
     and per-sample statistics make train and eval identical. Time is
     ``O(N·m·d + m³·iters)`` and memory ``O(N·m)``: no N×N tensor is formed.
 
-    Without autograd (inference) the tokens run in chunks of
+    On the CPU without autograd (inference) the tokens run in chunks of
     ``inference_chunk_tokens``: a first pass gathers the column moments of
     ``Kq`` and ``Kkᵀ V``, a second recomputes each chunk's similarities and
     writes its output. The N×m matrices never exist, and every pass works in
@@ -63,8 +63,8 @@ class LaplacianAttention(nn.Module):
         proj_drop (float): Dropout after the output projection.
         impl (str): Fused-op implementation (``'auto'``, ``'cpp'``,
             ``'cuda'`` or ``'pytorch'``). Defaults to ``'auto'``.
-        inference_chunk_tokens (int): Tokens per chunk without autograd;
-            0 processes all tokens at once. Results agree to float rounding.
+        inference_chunk_tokens (int): Tokens per chunk on the CPU without
+            autograd; 0 processes all tokens at once. Results agree to float rounding.
             Defaults to 2048.
 
     Example:
@@ -209,7 +209,7 @@ class LaplacianAttention(nn.Module):
         inv = self._invert(
             kernel_matrix(q_land, k_land, self.kernel, self.impl))
 
-        chunked = use_chunks(num_tokens, self.inference_chunk_tokens)
+        chunked = use_chunks(x, self.inference_chunk_tokens)
         spans = list(
             token_spans(num_tokens,
                         self.inference_chunk_tokens if chunked else 0))

@@ -4,7 +4,7 @@ At detection resolution a stage-1 tensor (268,800 tokens at 1600×2688) is
 far larger than the CPU's last-level cache, so every elementwise pass over
 it runs at DRAM speed. Without autograd the per-token work can run over
 chunks of tokens that stay in cache; only small per-chunk summaries (sums,
-moments, ``Kᵀ V``) cross chunks.
+moments, ``Kᵀ V``) cross chunks. GPUs keep the one-pass path.
 """
 from __future__ import annotations
 
@@ -30,9 +30,15 @@ def token_spans(num_tokens: int, chunk: int) -> Iterator[Tuple[int, int]]:
         yield start, min(start + chunk, num_tokens)
 
 
-def use_chunks(num_tokens: int, chunk: int) -> bool:
-    """Whether a no-autograd pass over ``num_tokens`` should be chunked."""
-    return (not torch.is_grad_enabled()) and 0 < chunk < num_tokens
+def use_chunks(tokens: torch.Tensor, chunk: int) -> bool:
+    """Whether a pass over ``tokens (B, N, C)`` should run in chunks.
+
+    Only without autograd (chunks would not save activations), only on the
+    CPU (a GPU wants few large kernels, and its caches are not the limit),
+    and only when there is more than one chunk.
+    """
+    return (not torch.is_grad_enabled() and tokens.device.type == 'cpu'
+            and 0 < chunk < tokens.shape[1])
 
 
 class ColumnMoments(NamedTuple):

@@ -45,10 +45,10 @@ class LaplacianFormerBlock(nn.Module):
             :class:`LaplacianAttention` (kernel, lam, num_landmarks, ...).
         drop_path (float): Stochastic-depth rate of this block.
         drop (float): Dropout rate in the MLP and projections.
-        inference_chunk_tokens (int): Without autograd, the MLP half (and
-            the Laplacian attention, unless ``attn_cfg`` says otherwise) runs
-            over chunks of this many tokens so its intermediates stay in
-            cache; 0 disables. Defaults to 2048.
+        inference_chunk_tokens (int): On the CPU without autograd, the MLP
+            half (and the Laplacian attention, unless ``attn_cfg`` says
+            otherwise) runs over chunks of this many tokens so its
+            intermediates stay in cache; 0 disables. Defaults to 2048.
     """
 
     def __init__(self,
@@ -82,8 +82,8 @@ class LaplacianFormerBlock(nn.Module):
                                                         int]) -> torch.Tensor:
         # DropPath drops a whole sample's branch: not chunkable when active.
         drop_path_active = self.drop_path.training and self.drop_path.drop_prob
-        if drop_path_active or not use_chunks(x.shape[1],
-                                              self.inference_chunk_tokens):
+        if drop_path_active or not use_chunks(
+                x, self.inference_chunk_tokens):
             x = x + self.drop_path(self.attn(self.norm1(x), hw_shape))
             return x + self.drop_path(self.mlp(self.norm2(x)))
         # The attention adds the residual chunk by chunk (no extra N×C
