@@ -13,5 +13,6 @@ if importlib.util.find_spec('mmengine') is not None:
     # mmengine 0.10.x cannot load its own checkpoints under torch >= 2.6
     # (the weights-only default); fix it for every user of the package.
     install_mmengine_checkpoint_fix()
+    from . import engine  # noqa: E402,F401  (registers the CPU AMP wrapper)
     from .models import LaplacianAttention, LaplacianFormer  # noqa: E402
     __all__ += ['LaplacianFormer', 'LaplacianAttention']

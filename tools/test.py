@@ -19,12 +19,10 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 import mmlaplacian  # noqa: E402,F401
 from mmdet.engine.hooks.utils import trigger_visualization_hook  # noqa: E402
 from mmdet.evaluation import DumpDetResults  # noqa: E402
-from mmdet.registry import RUNNERS  # noqa: E402
-from mmdet.utils import setup_cache_size_limit_of_dynamo  # noqa: E402
 from mmengine.config import Config, ConfigDict, DictAction  # noqa: E402
-from mmengine.runner import Runner  # noqa: E402
 
-from cpu_support import init_cpu_distributed, shutdown_distributed  # noqa
+from mmlaplacian.engine import (build_runner, load_config,  # noqa: E402
+                                shutdown_distributed)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -104,15 +102,8 @@ def apply_tta(cfg: Config) -> None:
 
 def build_config(args: argparse.Namespace) -> Config:
     """The config with the command-line settings applied."""
-    cfg = Config.fromfile(args.config)
-    cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+    cfg = load_config(args.config, args.launcher, args.cfg_options,
+                      args.work_dir)
     cfg.load_from = args.checkpoint
     if args.show or args.show_dir:
         cfg = trigger_visualization_hook(cfg, args)
@@ -123,13 +114,7 @@ def build_config(args: argparse.Namespace) -> Config:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    setup_cache_size_limit_of_dynamo()
-    cfg = build_config(args)
-    init_cpu_distributed(cfg)
-    if 'runner_type' not in cfg:
-        runner = Runner.from_cfg(cfg)
-    else:
-        runner = RUNNERS.build(cfg)
+    runner = build_runner(build_config(args))
     if args.out is not None:
         runner.test_evaluator.metrics.append(
             DumpDetResults(out_file_path=args.out))

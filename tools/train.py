@@ -6,7 +6,7 @@ Examples:
     bash tools/dist_train.sh configs/mask_rcnn/lf_tiny_1x.py 8
 
 Without a GPU, ``--launcher pytorch`` uses gloo and ``--amp`` uses bfloat16
-autocast (see ``tools/cpu_support.py``).
+autocast (see ``mmlaplacian/engine/``).
 """
 import argparse
 import os
@@ -19,14 +19,11 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 # Importing the package registers the backbone and lets mmengine load full
 # checkpoints (--resume, load_from) under torch >= 2.6.
 import mmlaplacian  # noqa: E402,F401
-from mmdet.utils import setup_cache_size_limit_of_dynamo  # noqa: E402
 from mmengine.config import Config, DictAction  # noqa: E402
 from mmengine.logging import print_log  # noqa: E402
-from mmengine.registry import RUNNERS  # noqa: E402
-from mmengine.runner import Runner  # noqa: E402
 
-from cpu_support import (enable_amp, init_cpu_distributed,  # noqa: E402
-                         shutdown_distributed)
+from mmlaplacian.engine import (build_runner, enable_amp,  # noqa: E402
+                                load_config, shutdown_distributed)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -73,17 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def build_config(args: argparse.Namespace) -> Config:
     """The config with the command-line settings applied."""
-    cfg = Config.fromfile(args.config)
-    cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-
-    # work_dir: command line > config > ./work_dirs/<config name>
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+    cfg = load_config(args.config, args.launcher, args.cfg_options,
+                      args.work_dir)
 
     if args.amp:
         wrapper = enable_amp(cfg)
@@ -112,14 +100,7 @@ def build_config(args: argparse.Namespace) -> Config:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    # Fewer repeated torch.compile recompilations (mmdet's default).
-    setup_cache_size_limit_of_dynamo()
-    cfg = build_config(args)
-    init_cpu_distributed(cfg)
-    if 'runner_type' not in cfg:
-        runner = Runner.from_cfg(cfg)
-    else:
-        runner = RUNNERS.build(cfg)
+    runner = build_runner(build_config(args))
     runner.train()
     shutdown_distributed()
 

@@ -1,20 +1,13 @@
 """--amp: mixed-precision training (bfloat16 autocast on CPU)."""
-import importlib.util
 import math
 
 import pytest
 import torch
-from detection_utils import MASK_RCNN_CONFIG, read_scalars, repo_path, run_tool
+from detection_utils import MASK_RCNN_CONFIG, read_scalars, run_tool
 from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 
-
-def load_cpu_support():
-    spec = importlib.util.spec_from_file_location(
-        'cpu_support', repo_path('tools', 'cpu_support.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from mmlaplacian.engine import enable_amp
 
 
 class TwoStage(torch.nn.Module):
@@ -30,13 +23,12 @@ class TwoStage(torch.nn.Module):
 
 
 def test_cpu_autocast_covers_backbone_only():
-    cpu_support = load_cpu_support()
     model = TwoStage()
     cfg = Config(dict(optim_wrapper=dict(
         type='OptimWrapper', optimizer=dict(type='SGD', lr=0.1))))
     if torch.cuda.is_available():
         pytest.skip('with a GPU, --amp uses mmengine\'s AmpOptimWrapper')
-    assert cpu_support.enable_amp(cfg) == 'CPUAutocastOptimWrapper'
+    assert enable_amp(cfg) == 'CPUAutocastOptimWrapper'
     wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     seen = {}
 
@@ -60,10 +52,9 @@ def test_cpu_autocast_covers_backbone_only():
 
 
 def test_enable_amp_rejects_other_wrappers():
-    cpu_support = load_cpu_support()
     cfg = Config(dict(optim_wrapper=dict(type='ApexOptimWrapper')))
     with pytest.raises(ValueError, match='ApexOptimWrapper'):
-        cpu_support.enable_amp(cfg)
+        enable_amp(cfg)
 
 
 @pytest.mark.slow

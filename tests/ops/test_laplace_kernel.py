@@ -9,24 +9,6 @@ from mmlaplacian.ops.ext_loader import resolve_impl
 from mmlaplacian.ops.reference import (laplace_kernel_backward_reference,
                                        laplace_kernel_forward_reference)
 
-EXT = ext_info()
-NO_GPU = pytest.mark.skipif(
-    not torch.cuda.is_available(), reason='needs a CUDA device')
-NO_CPP = pytest.mark.skipif(
-    'cpu' not in EXT['devices'],
-    reason=f'mmlaplacian._ext has no CPU kernels ({EXT["error"]})')
-NO_CUDA_EXT = pytest.mark.skipif(
-    'cuda' not in EXT['devices'],
-    reason='mmlaplacian._ext was built without CUDA kernels')
-
-# (device, impl) pairs: the reference and the compiled kernels per device.
-CASES = [
-    pytest.param('cpu', 'pytorch', id='cpu-pytorch'),
-    pytest.param('cpu', 'cpp', id='cpu-cpp', marks=NO_CPP),
-    pytest.param('cuda', 'pytorch', id='cuda-pytorch', marks=NO_GPU),
-    pytest.param('cuda', 'cuda', id='cuda-cuda', marks=[NO_GPU, NO_CUDA_EXT]),
-]
-COMPILED = [c for c in CASES if c.values[1] != 'pytorch']
 TOL = {
     torch.float64: dict(rtol=1e-11, atol=1e-13),
     torch.float32: dict(rtol=2e-5, atol=1e-6),
@@ -91,7 +73,6 @@ def test_reference_matches_cdist():
     torch.testing.assert_close(dy, yr.grad, rtol=1e-10, atol=1e-14)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 @pytest.mark.parametrize('shape', SHAPES, ids=str)
 def test_matches_reference(device, impl, dtype, shape):
@@ -106,7 +87,6 @@ def test_matches_reference(device, impl, dtype, shape):
     assert_close(dy, ref_dy, dtype, scale)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_gradcheck(device, impl):
     x, y = make_inputs((2, 6, 5, 4), torch.float64, device, seed=1)
     x.requires_grad_()
@@ -115,7 +95,6 @@ def test_gradcheck(device, impl):
         lambda a, b: laplace_kernel(a, b, impl=impl), (x, y))
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_gradient_of_one_input(device, impl):
     x, y = make_inputs((1, 9, 4, 5), torch.float64, device)
     y.requires_grad_()
@@ -125,7 +104,6 @@ def test_gradient_of_one_input(device, impl):
     assert_close(y.grad, ref_dy, torch.float64)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_noncontiguous_and_expanded_inputs(device, impl):
     x_full, _ = make_inputs((2, 40, 1, 12), torch.float64, device)
     x = x_full.transpose(1, 2).contiguous().transpose(1, 2)[:, ::3]  # strided
@@ -142,7 +120,6 @@ def test_noncontiguous_and_expanded_inputs(device, impl):
     assert_close(y_leaf.grad, ref_dy.sum(0, keepdim=True), torch.float64)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 @pytest.mark.parametrize('shape', [(2, 0, 5, 4), (2, 6, 0, 4), (0, 3, 2, 4),
                                    (2, 3, 4, 0)],
                          ids=str)
@@ -159,7 +136,6 @@ def test_empty_inputs(device, impl, shape):
     assert not x.grad.any() and not y.grad.any()
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_nan_propagates(device, impl):
     x, y = make_inputs((1, 5, 6, 8), torch.float32, device)
     x[0, 2, 3] = float('nan')
@@ -168,7 +144,6 @@ def test_nan_propagates(device, impl):
     assert torch.isfinite(out[0, [0, 1, 3, 4]]).all()
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_autocast_computes_in_fp32(device, impl):
     low = torch.bfloat16
     x, y = make_inputs((2, 37, 11, 32), torch.float32, device)
@@ -184,7 +159,6 @@ def test_autocast_computes_in_fp32(device, impl):
     assert_close(mixed, ref_mixed, torch.float32)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
 def test_reduced_precision_inputs(device, impl, dtype):
     x, y = make_inputs((2, 70, 13, 32), dtype, device)
@@ -206,7 +180,7 @@ def test_reduced_precision_inputs(device, impl, dtype):
     cols=st.integers(0, 70),
     dim=st.integers(1, 40),
     seed=st.integers(0, 2**16))
-@pytest.mark.parametrize('device,impl', COMPILED)
+@pytest.mark.compiled
 def test_fuzz_shapes(device, impl, batch, rows, cols, dim, seed):
     shape = (batch, rows, cols, dim)
     x, y = make_inputs(shape, torch.float64, device, seed=seed)
@@ -219,8 +193,6 @@ def test_fuzz_shapes(device, impl, batch, rows, cols, dim, seed):
     assert_close(dy, ref_dy, torch.float64, scale)
 
 
-@pytest.mark.parametrize('impl',
-                         ['pytorch', pytest.param('cpp', marks=NO_CPP)])
 def test_no_bnmd_intermediate(impl):
     """Forward and backward never allocate anything near B·N·M·d values."""
     batch, rows, cols, dim = 2, 1000, 40, 32
@@ -238,16 +210,17 @@ def test_no_bnmd_intermediate(impl):
 
 def test_impl_resolution():
     cpu = torch.device('cpu')
-    expected = 'cpp' if 'cpu' in EXT['devices'] else 'pytorch'
+    ext = ext_info()
+    expected = 'cpp' if 'cpu' in ext['devices'] else 'pytorch'
     assert resolve_impl('laplace_kernel', 'auto', cpu) == expected
     assert resolve_impl('laplace_kernel', 'pytorch', cpu) == 'pytorch'
     cuda = torch.device('cuda')  # only the device type is read
-    if 'cuda' in EXT['devices']:
+    if 'cuda' in ext['devices']:
         assert resolve_impl('laplace_kernel', 'cuda', cuda) == 'cuda'
     else:
         assert resolve_impl('laplace_kernel', 'auto', cuda) == 'pytorch'
         with pytest.raises(RuntimeError, match="impl='cuda' is not available"
-                           if EXT['loaded'] else 'could not be imported'):
+                           if ext['loaded'] else 'could not be imported'):
             resolve_impl('laplace_kernel', 'cuda', cuda)
 
 

@@ -6,26 +6,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmlaplacian.ops import (ext_info, laplace_kernel_reference,
-                             newton_schulz_inverse, newton_schulz_reference)
-
-EXT = ext_info()
-NO_GPU = pytest.mark.skipif(
-    not torch.cuda.is_available(), reason='needs a CUDA device')
-NO_CPP = pytest.mark.skipif(
-    'cpu' not in EXT['devices'],
-    reason=f'mmlaplacian._ext has no CPU kernels ({EXT["error"]})')
-NO_CUDA_EXT = pytest.mark.skipif(
-    'cuda' not in EXT['devices'],
-    reason='mmlaplacian._ext was built without CUDA kernels')
-
-CASES = [
-    pytest.param('cpu', 'pytorch', id='cpu-pytorch'),
-    pytest.param('cpu', 'cpp', id='cpu-cpp', marks=NO_CPP),
-    pytest.param('cuda', 'pytorch', id='cuda-pytorch', marks=NO_GPU),
-    pytest.param('cuda', 'cuda', id='cuda-cuda', marks=[NO_GPU, NO_CUDA_EXT]),
-]
-COMPILED = [c for c in CASES if c.values[1] != 'pytorch']
+from mmlaplacian.ops import (laplace_kernel_reference, newton_schulz_inverse,
+                             newton_schulz_reference)
 
 
 def landmark_matrix(m, cond, seed=0, dim=8):
@@ -65,7 +47,6 @@ def spd_batch(batch, m, seed=0):
     return q @ q.mT / m + torch.eye(m, dtype=torch.float64)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 @pytest.mark.parametrize('m', [16, 49, 128])
 @pytest.mark.parametrize('cond', [10.0, 1e2, 1e3, 1e4])
 def test_converges_on_landmark_matrices(device, impl, m, cond):
@@ -78,7 +59,6 @@ def test_converges_on_landmark_matrices(device, impl, m, cond):
         x[0].cpu(), torch.linalg.inv(a), rtol=1e-5 * cond, atol=1e-8)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 @pytest.mark.parametrize('m,cond,num_iters', [(7, 30.0, 20), (49, 30.0, 20),
                                               (128, 30.0, 20),
                                               (49, 1e3, 30)])
@@ -89,7 +69,6 @@ def test_converges_on_nonsymmetric_matrices(device, impl, m, cond, num_iters):
     assert residual.item() < 1e-5
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_converges_on_nonsymmetric_landmark_matrix(device, impl):
     """k(q, k̃) with distinct query and key landmarks is not symmetric."""
     g = torch.Generator().manual_seed(3)
@@ -104,7 +83,7 @@ def test_converges_on_nonsymmetric_landmark_matrix(device, impl):
         x.cpu(), torch.linalg.inv(a), rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize('device,impl', COMPILED)
+@pytest.mark.compiled
 @pytest.mark.parametrize('dtype', [torch.float64, torch.float32])
 @pytest.mark.parametrize('m', [1, 7, 33, 63, 65, 97, 128, 129])
 def test_matches_reference(device, impl, dtype, m):
@@ -118,7 +97,6 @@ def test_matches_reference(device, impl, dtype, m):
     torch.testing.assert_close(x.cpu(), expected, **tol)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_init_selection(device, impl):
     sym = spd_batch(1, 9).to(device)
     nonsym = general_matrix(9, 3.0)[None].to(device)
@@ -143,7 +121,6 @@ def test_init_selection(device, impl):
         x0, n.mT / (n.abs().sum(0).max() * n.abs().sum(1).max()))
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_gradcheck(device, impl):
     a = spd_batch(2, 5, seed=1).to(device)
     a[1] += 0.1 * general_matrix(5, 2.0).to(device)  # one non-symmetric
@@ -154,7 +131,6 @@ def test_gradcheck(device, impl):
         lambda t: newton_schulz_inverse(t, 40, impl=impl), (a, ))
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_gradient_matches_linalg_inv(device, impl):
     a = landmark_matrix(49, 1e2)[None].to(device).requires_grad_()
     a_inv = a.detach().clone().requires_grad_()
@@ -164,7 +140,6 @@ def test_gradient_matches_linalg_inv(device, impl):
     torch.testing.assert_close(a.grad, a_inv.grad, rtol=1e-6, atol=1e-8)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_residual(device, impl):
     a = spd_batch(3, 6).to(device)
     x, residual = newton_schulz_inverse(
@@ -176,7 +151,6 @@ def test_residual(device, impl):
     assert (residual > 1e-3).all()  # two steps are not converged
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_autocast_computes_in_fp32(device, impl):
     a = landmark_matrix(49, 1e3).float()[None].to(device)
     with torch.autocast(device_type=device, dtype=torch.bfloat16):
@@ -190,7 +164,6 @@ def test_autocast_computes_in_fp32(device, impl):
         x.double().cpu(), inv, rtol=1e-3, atol=1e-3 * inv.abs().max().item())
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
 def test_reduced_precision_inputs(device, impl, dtype):
     a = spd_batch(2, 20).to(device, dtype)
@@ -203,7 +176,6 @@ def test_reduced_precision_inputs(device, impl, dtype):
         x.double().cpu(), inv, rtol=torch.finfo(dtype).eps, atol=1e-3)
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 @pytest.mark.parametrize('shape', [(0, 4, 4), (3, 0, 0)], ids=str)
 def test_empty(device, impl, shape):
     a = torch.zeros(shape, device=device, requires_grad=True)
@@ -213,7 +185,6 @@ def test_empty(device, impl, shape):
     assert a.grad.shape == shape
 
 
-@pytest.mark.parametrize('device,impl', CASES)
 def test_nan_propagates(device, impl):
     a = spd_batch(2, 5).to(device)
     a[0, 1, 2] = float('nan')
@@ -228,7 +199,7 @@ def test_nan_propagates(device, impl):
     m=st.integers(1, 80),
     symmetric=st.booleans(),
     seed=st.integers(0, 2**16))
-@pytest.mark.parametrize('device,impl', COMPILED)
+@pytest.mark.compiled
 def test_fuzz_shapes(device, impl, batch, m, symmetric, seed):
     a = spd_batch(batch, m, seed)
     if not symmetric:

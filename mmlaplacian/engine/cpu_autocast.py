@@ -1,28 +1,17 @@
-"""Make mmengine 0.10.7's GPU-only paths work on CPU-only machines.
+"""Mixed precision without a GPU: bfloat16 autocast for ``--amp`` on CPU.
 
-Two gaps, both filled only when CUDA is unavailable:
-
-* ``--launcher pytorch``: mmengine calls ``torch.cuda.set_device`` before
-  ``init_process_group`` (an error without a GPU) and wraps the
-  model in DDP with ``device_ids=[LOCAL_RANK]``, which CPU modules reject.
-  :func:`init_cpu_distributed` starts the process group with gloo first (the
-  runner then skips its own initialisation) and asks for
-  ``device_ids=None``.
-* ``--amp``: ``AmpOptimWrapper`` asserts that a GPU is present.
-  :class:`CPUAutocastOptimWrapper` runs the backbone and neck under
-  bfloat16 autocast instead; bfloat16 has the exponent range of float32, so
-  no loss scaling is needed.
-
-:func:`shutdown_distributed` (any device) ends the process group cleanly.
+mmengine's ``AmpOptimWrapper`` asserts that a GPU is present.
+:class:`CPUAutocastOptimWrapper` runs the backbone and neck under bfloat16
+autocast instead; bfloat16 has the exponent range of float32, so no loss
+scaling is needed. :func:`enable_amp` picks the right wrapper for the
+machine.
 """
 from __future__ import annotations
 
-import datetime
 from contextlib import contextmanager
 from typing import List, Sequence
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 from mmengine.config import Config
 from mmengine.model import is_model_wrapper
@@ -113,41 +102,3 @@ def enable_amp(cfg: Config) -> str:
         cfg.optim_wrapper.pop('dtype', None)
         cfg.optim_wrapper.type = 'CPUAutocastOptimWrapper'
     return cfg.optim_wrapper.type
-
-
-def shutdown_distributed() -> None:
-    """Destroy the process group, if any, before the interpreter exits.
-
-    mmengine leaves it to exit-time destructors, where gloo's background
-    threads can abort the process after the work is done.
-    """
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def init_cpu_distributed(cfg: Config) -> bool:
-    """Start gloo for ``--launcher pytorch`` when there is no GPU.
-
-    Call before building the runner. Does nothing with CUDA, with another
-    launcher or when a process group already exists.
-
-    Returns:
-        bool: Whether a CPU process group was started here.
-    """
-    if (cfg.get('launcher', 'none') != 'pytorch'
-            or torch.cuda.is_available() or dist.is_initialized()):
-        return False
-    dist_cfg = cfg.get('env_cfg', {}).get('dist_cfg', {})
-    kwargs = {}
-    if dist_cfg.get('timeout') is not None:
-        kwargs['timeout'] = datetime.timedelta(seconds=dist_cfg['timeout'])
-    dist.init_process_group(backend='gloo', **kwargs)
-    wrapper_cfg = cfg.get('model_wrapper_cfg') or dict(
-        type='MMDistributedDataParallel',
-        broadcast_buffers=False,
-        find_unused_parameters=cfg.get('find_unused_parameters', False))
-    ddp = 'MMDistributedDataParallel'
-    if wrapper_cfg.get('type', ddp) == ddp:
-        wrapper_cfg.setdefault('device_ids', None)
-    cfg.model_wrapper_cfg = wrapper_cfg
-    return True

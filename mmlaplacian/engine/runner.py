@@ -1,0 +1,57 @@
+"""Config loading and runner construction shared by ``tools/train.py`` and
+``tools/test.py``."""
+from __future__ import annotations
+
+import os.path as osp
+from typing import Optional
+
+from mmengine.config import Config
+from mmengine.runner import Runner
+
+from .distributed import init_cpu_distributed
+
+
+def load_config(path: str,
+                launcher: str = 'none',
+                cfg_options: Optional[dict] = None,
+                work_dir: Optional[str] = None) -> Config:
+    """Read a config and apply the command-line settings every tool shares.
+
+    Args:
+        path (str): The config file.
+        launcher (str): ``'none'``, ``'pytorch'``, ``'slurm'`` or ``'mpi'``.
+        cfg_options (dict, optional): ``--cfg-options`` overrides.
+        work_dir (str, optional): ``--work-dir``; otherwise the config's,
+            otherwise ``./work_dirs/<config name>``.
+
+    Returns:
+        Config: The config, ready for :func:`build_runner`.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'config file not found: {path}')
+    cfg = Config.fromfile(path)
+    cfg.launcher = launcher
+    if cfg_options is not None:
+        cfg.merge_from_dict(cfg_options)
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(path))[0])
+    return cfg
+
+
+def build_runner(cfg: Config) -> Runner:
+    """The config's runner (``runner_type`` when set, else mmengine's).
+
+    Starts a gloo process group first when ``--launcher pytorch`` runs
+    without a GPU, and limits ``torch.compile`` recompilations as mmdet's
+    tools do.
+    """
+    from mmdet.registry import RUNNERS
+    from mmdet.utils import setup_cache_size_limit_of_dynamo
+    setup_cache_size_limit_of_dynamo()
+    init_cpu_distributed(cfg)
+    if 'runner_type' not in cfg:
+        return Runner.from_cfg(cfg)
+    return RUNNERS.build(cfg)
