@@ -1,6 +1,10 @@
-"""Shared fixtures: repository paths and the optional real-COCO subset."""
+"""Shared fixtures: repository paths, tool scripts as modules, and the
+optional real-COCO subset."""
+import importlib.util
 import os
 import os.path as osp
+import sys
+from types import ModuleType
 
 import pytest
 
@@ -10,6 +14,30 @@ REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 @pytest.fixture(scope='session')
 def repo_root() -> str:
     return REPO_ROOT
+
+
+@pytest.fixture(scope='session')
+def load_script():
+    """``load_script('tools/x/y.py')`` imports a repository script.
+
+    The script's folder goes on ``sys.path`` (for its sibling imports, such
+    as ``backbone_zoo``), and the module into ``sys.modules`` (dataclasses
+    look their module up there).
+    """
+
+    def load(relpath: str) -> ModuleType:
+        path = osp.join(REPO_ROOT, relpath)
+        folder = osp.dirname(path)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        name = relpath[:-len('.py')].replace('/', '_')
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 def find_coco_mini():

@@ -45,6 +45,22 @@ inline LaplaceShape check_laplace_inputs(const at::Tensor& x,
   return {x.size(0), x.size(1), y.size(1), x.size(2)};
 }
 
+// The backward's inputs: the forward's checks plus grad and K of shape
+// (B, N, M).
+inline LaplaceShape check_laplace_backward_inputs(const at::Tensor& grad,
+                                                  const at::Tensor& x,
+                                                  const at::Tensor& y,
+                                                  const at::Tensor& out) {
+  const LaplaceShape s = check_laplace_inputs(x, y);
+  TORCH_CHECK_VALUE(
+      grad.sizes() == out.sizes() &&
+          out.sizes() == at::IntArrayRef({s.batch, s.rows, s.cols}),
+      "laplace_kernel backward: grad and K must have shape (B, N, M) = (",
+      s.batch, ", ", s.rows, ", ", s.cols, "), got ", grad.sizes(), " and ",
+      out.sizes());
+  return s;
+}
+
 inline void check_newton_schulz_inputs(const at::Tensor& a,
                                        int64_t num_iters) {
   TORCH_CHECK_VALUE(a.dim() == 3 && a.size(1) == a.size(2),

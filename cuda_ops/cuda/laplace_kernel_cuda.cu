@@ -63,13 +63,8 @@ at::Tensor laplace_kernel_forward_cuda(const at::Tensor& x_in,
 std::vector<at::Tensor> laplace_kernel_backward_cuda(
     const at::Tensor& grad_in, const at::Tensor& x_in, const at::Tensor& y_in,
     const at::Tensor& out_in) {
-  const LaplaceShape s = check_laplace_inputs(x_in, y_in);
-  TORCH_CHECK_VALUE(
-      grad_in.sizes() == out_in.sizes() &&
-          out_in.sizes() == at::IntArrayRef({s.batch, s.rows, s.cols}),
-      "laplace_kernel backward: grad and K must have shape (B, N, M) = (",
-      s.batch, ", ", s.rows, ", ", s.cols, "), got ", grad_in.sizes(),
-      " and ", out_in.sizes());
+  const LaplaceShape s =
+      check_laplace_backward_inputs(grad_in, x_in, y_in, out_in);
   const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
   const at::Tensor grad = grad_in.to(x.scalar_type()).contiguous();
   const at::Tensor out = out_in.contiguous();

@@ -27,9 +27,7 @@ def load_config(path: str,
     Returns:
         Config: The config, ready for :func:`build_runner`.
     """
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'config file not found: {path}')
-    cfg = Config.fromfile(path)
+    cfg = Config.fromfile(path)  # names a missing file itself
     cfg.launcher = launcher
     if cfg_options is not None:
         cfg.merge_from_dict(cfg_options)

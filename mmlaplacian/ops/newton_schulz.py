@@ -11,7 +11,8 @@ from .ext_loader import load_ext, resolve_impl
 from .reference import (NEWTON_SCHULZ_INITS, inverse_residual,
                         newton_schulz_backward,
                         newton_schulz_forward_reference)
-from .validation import autocast_disabled, autocast_enabled, check_tensor
+from .validation import (autocast_disabled, autocast_enabled, check_tensor,
+                         compute_dtype)
 
 _OP = 'newton_schulz_inverse'
 # Init codes of mmlaplacian._ext (NewtonSchulzInit in cuda_ops/common).
@@ -118,7 +119,7 @@ def newton_schulz_inverse(
     _check_inputs(a, num_iters, init)
     impl = resolve_impl(_OP, impl, a.device)
     autocast = autocast_enabled(a.device)
-    dtype = torch.float64 if a.dtype == torch.float64 else torch.float32
+    dtype = compute_dtype(a.dtype)
     out_dtype = dtype if autocast else a.dtype
     a = a.to(dtype).contiguous()
     x = NewtonSchulzFunction.apply(a, num_iters, init, impl)

@@ -1,6 +1,4 @@
 """Analytic params/FLOPs against built modules and mmengine's tracer."""
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,15 +14,6 @@ from mmlaplacian.models.layers import LaplacianAttention
 ROOT = Path(__file__).resolve().parents[2]
 ARCHS = ['tiny', 'small', 'medium', 'large', 'huge']
 TINY_CFG = ROOT / 'configs/imagenet/lf_tiny_in1k.py'
-
-
-def _load_tool(relpath: str):
-    spec = importlib.util.spec_from_file_location(
-        Path(relpath).stem, ROOT / relpath)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _numel(model: torch.nn.Module) -> int:
@@ -150,8 +139,8 @@ def test_traced_count_matches_analytic(tiny_classifier, shape):
         'neck'] + traced.flops_by_module['head'] == traced.flops
 
 
-def test_get_flops_tool(capsys):
-    tool = _load_tool('tools/analysis_tools/get_flops.py')
+def test_get_flops_tool(load_script, capsys):
+    tool = load_script('tools/analysis_tools/get_flops.py')
     result = tool.main([str(TINY_CFG), '--shape', '224'])
     assert result.flops == classifier_complexity((224, 224),
                                                  arch='tiny').flops
@@ -159,10 +148,10 @@ def test_get_flops_tool(capsys):
     assert '| backbone |' in out and f'{result.flops / 1e9:.3f}' in out
 
 
-def test_get_flops_tool_on_a_detector(capsys):
+def test_get_flops_tool_on_a_detector(load_script, capsys):
     pytest.importorskip('mmdet')
     config = ROOT / 'configs/retinanet/lf_tiny_1x.py'
-    tool = _load_tool('tools/analysis_tools/get_flops.py')
+    tool = load_script('tools/analysis_tools/get_flops.py')
     result = tool.main([str(config), '--shape', '120', '150'])
     assert 'input 1x3x128x160' in capsys.readouterr().out  # padded to 32
     backbone_cfg = tool.Config.fromfile(str(config)).model.backbone
@@ -174,8 +163,8 @@ def test_get_flops_tool_on_a_detector(capsys):
     assert result.flops > analytic.flops
 
 
-def test_complexity_table_tool(capsys):
-    tool = _load_tool('tools/analysis_tools/model_complexity_table.py')
+def test_complexity_table_tool(load_script, capsys):
+    tool = load_script('tools/analysis_tools/model_complexity_table.py')
     table = tool.main(['--shape', '224', '224'])
     rows = [line for line in table.splitlines() if line.startswith('| ')]
     assert [r.split('|')[1].strip() for r in rows[1:]] == ARCHS

@@ -1,5 +1,4 @@
 """tools/model_converters/laplacianformer_to_mmdet.py."""
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,18 +11,14 @@ import torch
 from mmlaplacian.models import LaplacianFormer
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOL = ROOT / 'tools/model_converters/laplacianformer_to_mmdet.py'
+TOOL = 'tools/model_converters/laplacianformer_to_mmdet.py'
 DIMS, DEPTHS = [64, 128, 320, 512], [1, 2, 3, 2]  # tiny
 GRIDS = [56, 28, 14, 7]
 
 
 @pytest.fixture(scope='module')
-def converter():
-    spec = importlib.util.spec_from_file_location('lf_converter', TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def converter(load_script):
+    return load_script(TOOL)
 
 
 def _linear(prefix, cin, cout):

@@ -40,11 +40,11 @@ def trained_mask_rcnn(tmp_path_factory, synthetic_env) -> dict:
     """Mask R-CNN trained by ``tools/train.py`` on the synthetic data.
 
     Returns:
-        dict: ``work_dir``, ``checkpoint`` and the tool's ``output``.
+        dict: ``work_dir`` and ``checkpoint``.
     """
     work_dir = str(tmp_path_factory.mktemp('mask_rcnn_run'))
-    proc = run_tool(['tools/train.py', MASK_RCNN_CONFIG, '--work-dir',
-                     work_dir], env=synthetic_env)
+    run_tool(['tools/train.py', MASK_RCNN_CONFIG, '--work-dir', work_dir],
+             env=synthetic_env)
     with open(osp.join(work_dir, 'last_checkpoint'), encoding='utf-8') as f:
         checkpoint = f.read().strip()
-    return dict(work_dir=work_dir, checkpoint=checkpoint, output=proc.stdout)
+    return dict(work_dir=work_dir, checkpoint=checkpoint)

@@ -119,20 +119,18 @@ def backbone_config(model: str,
 def load_backbone_weights(backbone, checkpoint: str) -> None:
     """Load the backbone part of a backbone/detector/classifier checkpoint.
 
-    Keys under ``backbone.`` are taken when there are any (the rest of a
-    detector or classifier is dropped); ``module.`` prefixes are stripped.
+    Any layout :func:`filter_backbone_state_dict` reads: keys under
+    ``backbone.`` when there are any (the rest of a detector or classifier
+    is dropped), wrappers and ``module.`` prefixes removed.
 
     Raises:
         RuntimeError: When no tensor of the checkpoint fits the backbone.
     """
     from mmengine.runner import CheckpointLoader
+
+    from mmlaplacian.models.utils import filter_backbone_state_dict
     raw = CheckpointLoader.load_checkpoint(checkpoint, map_location='cpu')
-    state = raw.get('state_dict', raw) if isinstance(raw, dict) else raw
-    state = {k[len('module.'):] if k.startswith('module.') else k: v
-             for k, v in state.items()}
-    if any(k.startswith('backbone.') for k in state):
-        state = {k[len('backbone.'):]: v for k, v in state.items()
-                 if k.startswith('backbone.')}
+    state = filter_backbone_state_dict(raw)
     missing, unexpected = backbone.load_state_dict(state, strict=False)
     if len(unexpected) == len(state):
         raise RuntimeError(f'{checkpoint}: no tensor matches the backbone '

@@ -58,7 +58,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='synthetic COCO folder (generated when incomplete)')
     parser.add_argument('--num-train', type=int, default=200)
     parser.add_argument('--num-val', type=int, default=50)
-    parser.add_argument('--image-size', type=int, default=256)
+    parser.add_argument(
+        '--image-size', type=int, default=192,
+        help='image side of the generated data (the quick start uses 192)')
     parser.add_argument('--work-dir', default='work_dirs/kernel_ablation')
     parser.add_argument(
         '--log-interval', type=int, default=5, help='iterations per log line')
@@ -82,10 +84,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 # -------------------------------------------------------------- training
 def ensure_data(args: argparse.Namespace) -> None:
-    """Generate the synthetic dataset unless a complete one is there."""
+    """Generate the synthetic dataset unless a complete one of this image
+    size and seed is there."""
     sys.path.insert(0, REPO_ROOT)
     from mmlaplacian.datasets import is_complete
-    if is_complete(args.data):
+    if is_complete(args.data, args.image_size, 0):
         return
     subprocess.run([
         sys.executable, 'tools/dataset_converters/make_synthetic_coco.py',

@@ -14,7 +14,7 @@ from mmengine.model.weight_init import trunc_normal_
 from mmengine.runner.checkpoint import CheckpointLoader
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..layers import ConvStem, LaplacianFormerBlock, conv_bn_relu
+from ..layers import ConvBNReLU, ConvStem, LaplacianFormerBlock
 from ..layers.token_chunks import DEFAULT_CHUNK_TOKENS, use_chunks
 from ..utils import filter_backbone_state_dict
 
@@ -143,7 +143,7 @@ class LaplacianFormer(BaseModule):
 
         self.stem = ConvStem(in_channels, self.embed_dims[0])
         self.downsamples = nn.ModuleList(
-            conv_bn_relu(self.embed_dims[i], self.embed_dims[i + 1], 2)
+            ConvBNReLU(self.embed_dims[i], self.embed_dims[i + 1], 2)
             for i in range(self.num_stages - 1))
         self.pos_embeds = nn.ParameterList(
             nn.Parameter(

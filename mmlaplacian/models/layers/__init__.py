@@ -1,4 +1,4 @@
-from .conv_stem import ConvStem, conv_bn_relu
+from .conv_stem import ConvBNReLU, ConvStem
 from .drop_path import DropPath
 from .kernel_matrix import kernel_matrix
 from .landmarks import landmark_grid, pool_landmarks
@@ -7,7 +7,7 @@ from .softmax_attention import SoftmaxAttention
 from .transformer_block import LaplacianFormerBlock, Mlp
 
 __all__ = [
-    'ConvStem', 'conv_bn_relu', 'DropPath', 'kernel_matrix', 'landmark_grid',
+    'ConvBNReLU', 'ConvStem', 'DropPath', 'kernel_matrix', 'landmark_grid',
     'pool_landmarks', 'LaplacianAttention', 'SoftmaxAttention',
     'LaplacianFormerBlock', 'Mlp'
 ]

@@ -40,12 +40,6 @@ class ConvBNReLU(nn.Sequential):
         return F.relu(out, inplace=True)
 
 
-def conv_bn_relu(in_channels: int, out_channels: int,
-                 stride: int) -> ConvBNReLU:
-    """3x3 conv (no bias) + BatchNorm + ReLU."""
-    return ConvBNReLU(in_channels, out_channels, stride)
-
-
 class ConvStem(nn.Sequential):
     """Stride-4 stem: conv s2 (→32), conv (32→32), conv s2 (32→C1).
 
@@ -60,6 +54,6 @@ class ConvStem(nn.Sequential):
                  out_channels: int,
                  mid_channels: int = 32) -> None:
         super().__init__(
-            conv_bn_relu(in_channels, mid_channels, 2),
-            conv_bn_relu(mid_channels, mid_channels, 1),
-            conv_bn_relu(mid_channels, out_channels, 2))
+            ConvBNReLU(in_channels, mid_channels, 2),
+            ConvBNReLU(mid_channels, mid_channels, 1),
+            ConvBNReLU(mid_channels, out_channels, 2))

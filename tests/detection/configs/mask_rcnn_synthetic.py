@@ -19,29 +19,15 @@ test_pipeline = [
         meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape',
                    'scale_factor'))
 ]
-train_dataloader = dict(
-    batch_size=2,
-    num_workers=0,
-    persistent_workers=False,
-    dataset=dict(pipeline=train_pipeline))
-val_dataloader = dict(
-    batch_size=2,
-    num_workers=0,
-    persistent_workers=False,
-    dataset=dict(pipeline=test_pipeline))
+train_dataloader = dict(batch_size=2, dataset=dict(pipeline=train_pipeline))
+val_dataloader = dict(batch_size=2, dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
 max_epochs = 6
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
+# Warm-up only: a list replaces the base's, so no step decay.
 param_scheduler = [
-    dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=4),
-    dict(
-        type='MultiStepLR',
-        begin=0,
-        end=max_epochs,
-        by_epoch=True,
-        milestones=[max_epochs],
-        gamma=0.1)
+    dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=4)
 ]
 default_hooks = dict(
     logger=dict(interval=1),
