@@ -71,30 +71,27 @@ def make_extensions() -> list:
     include_dirs = [osp.abspath(osp.join(root, 'common'))]
     # No -std flag: torch's build helpers choose the standard its headers need.
     extra_cxx = ['-O3']
+    link_args = []
     if os.name != 'nt':
-        extra_cxx += ['-fopenmp']
-    if want_cuda():
-        os.environ.setdefault('TORCH_CUDA_ARCH_LIST', DEFAULT_CUDA_ARCH_LIST)
-        sources += sorted(glob.glob(osp.join(root, 'cuda', '*.cu')))
-        return [
-            CUDAExtension(
-                name='mmlaplacian._ext',
-                sources=sources,
-                include_dirs=include_dirs,
-                define_macros=[('MMLAPLACIAN_WITH_CUDA', None)],
-                extra_compile_args={
-                    'cxx': extra_cxx,
-                    'nvcc': ['-O3', '--use_fast_math', '-lineinfo'],
-                },
-                extra_link_args=['-fopenmp'] if os.name != 'nt' else [])
-        ]
+        extra_cxx.append('-fopenmp')
+        link_args.append('-fopenmp')
+    options = dict(
+        name='mmlaplacian._ext',
+        include_dirs=include_dirs,
+        extra_compile_args={'cxx': extra_cxx},
+        extra_link_args=link_args)
+    if not want_cuda():
+        return [CppExtension(sources=sources, **options)]
+    os.environ.setdefault('TORCH_CUDA_ARCH_LIST', DEFAULT_CUDA_ARCH_LIST)
+    sources += sorted(glob.glob(osp.join(root, 'cuda', '*.cu')))
+    options['extra_compile_args']['nvcc'] = [
+        '-O3', '--use_fast_math', '-lineinfo'
+    ]
     return [
-        CppExtension(
-            name='mmlaplacian._ext',
+        CUDAExtension(
             sources=sources,
-            include_dirs=include_dirs,
-            extra_compile_args={'cxx': extra_cxx},
-            extra_link_args=['-fopenmp'] if os.name != 'nt' else [])
+            define_macros=[('MMLAPLACIAN_WITH_CUDA', None)],
+            **options)
     ]
 
 

@@ -20,9 +20,12 @@ def shutdown_distributed() -> None:
     """Destroy the process group, if any, before the interpreter exits.
 
     mmengine leaves it to exit-time destructors, where gloo's background
-    threads can abort the process after the work is done.
+    threads can abort the process after the work is done. The barrier
+    keeps a rank that finished early (rank 0 alone writes the logs and
+    checkpoints) from closing its connections while a peer still uses them.
     """
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 

@@ -1,5 +1,5 @@
-"""Config loading and runner construction shared by ``tools/train.py`` and
-``tools/test.py``."""
+"""Config loading and runner construction shared by ``tools/train.py``,
+``tools/test.py`` and the analysis tools."""
 from __future__ import annotations
 
 import os.path as osp
@@ -9,6 +9,24 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 from .distributed import init_cpu_distributed
+
+
+def read_config(path: str, cfg_options: Optional[dict] = None) -> Config:
+    """Read a config file and merge ``--cfg-options`` overrides into it.
+
+    Args:
+        path (str): The config file.
+        cfg_options (dict, optional): ``--cfg-options`` overrides
+            (``{'model.backbone.lam': 2.0, ...}``); ``None`` or empty
+            merges nothing.
+
+    Returns:
+        Config: The config with the overrides applied.
+    """
+    cfg = Config.fromfile(path)  # names a missing file itself
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    return cfg
 
 
 def load_config(path: str,
@@ -27,10 +45,10 @@ def load_config(path: str,
     Returns:
         Config: The config, ready for :func:`build_runner`.
     """
-    cfg = Config.fromfile(path)  # names a missing file itself
-    cfg.launcher = launcher
-    if cfg_options is not None:
-        cfg.merge_from_dict(cfg_options)
+    cfg = read_config(path, cfg_options)
+    # ``--cfg-options launcher=...`` overrides ``--launcher``, as in mmdet.
+    if 'launcher' not in (cfg_options or {}):
+        cfg.launcher = launcher
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir', None) is None:

@@ -26,3 +26,31 @@ def test_report_only(load_tool, tmp_path, capsys):
     assert '| 0 | laplacian | 20.0 | 30.0 | 10.0 | 20.0 |' in out
     assert '| mean | softmax | 10.0 |' in out
     assert (tmp_path / 'loss_curves.png').stat().st_size > 1000
+
+
+def test_read_run_keeps_training_loss_and_last_metrics(load_tool, tmp_path):
+    """mmengine's layout: training lines by ``iter``, validation by ``step``.
+
+    The curve holds the training losses only, and each metric is its last
+    value (a float, even when logged as an int).
+    """
+
+    def train(it, loss):
+        return dict(lr=1e-4, data_time=0.01, loss=loss, loss_cls=loss / 2,
+                    time=0.5, epoch=it // 5, iter=it, memory=100, step=it)
+
+    def val(epoch, box_ap, segm_ap50):
+        return {'coco/bbox_mAP': box_ap, 'coco/bbox_mAP_50': 0.4,
+                'coco/segm_mAP': 0.1, 'coco/segm_mAP_50': segm_ap50,
+                'data_time': 0.02, 'time': 0.3, 'step': epoch}
+
+    path = tmp_path / 'scalars.json'
+    lines = [train(5, 2.5), val(1, 0.1, 0.3), train(10, 2.0), val(2, 0.2, 0)]
+    path.write_text('\n'.join(json.dumps(line) for line in lines) + '\n')
+    run = load_tool('kernel_ablation').read_run(str(path))
+    assert run['curve'] == [(5, 2.5), (10, 2.0)]
+    assert run['metrics'] == {
+        'coco/bbox_mAP': 0.2, 'coco/bbox_mAP_50': 0.4, 'coco/segm_mAP': 0.1,
+        'coco/segm_mAP_50': 0.0
+    }
+    assert isinstance(run['metrics']['coco/segm_mAP_50'], float)

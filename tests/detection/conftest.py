@@ -48,3 +48,27 @@ def trained_mask_rcnn(tmp_path_factory, synthetic_env) -> dict:
     with open(osp.join(work_dir, 'last_checkpoint'), encoding='utf-8') as f:
         checkpoint = f.read().strip()
     return dict(work_dir=work_dir, checkpoint=checkpoint)
+
+
+@pytest.fixture(scope='session')
+def mask_rcnn_test_run(tmp_path_factory, trained_mask_rcnn,
+                       synthetic_env) -> dict:
+    """One ``tools/test.py`` run (single process) on the trained Mask R-CNN.
+
+    Shared by the checks of its output and by the two-process evaluation,
+    which must reproduce its metrics. It also dumps the predictions
+    (``--out``) and paints them (``--show-dir painted``).
+
+    Returns:
+        dict: ``work_dir``, ``stdout`` (with stderr) and ``predictions`` (the
+        ``--out`` file).
+    """
+    work_dir = tmp_path_factory.mktemp('mask_rcnn_test')
+    predictions = str(work_dir / 'predictions.pkl')
+    proc = run_tool([
+        'tools/test.py', MASK_RCNN_CONFIG, trained_mask_rcnn['checkpoint'],
+        '--work-dir',
+        str(work_dir), '--out', predictions, '--show-dir', 'painted'
+    ], env=synthetic_env)
+    return dict(
+        work_dir=str(work_dir), stdout=proc.stdout, predictions=predictions)

@@ -29,22 +29,33 @@ def failure(args, env=None) -> str:
     return proc.stdout
 
 
-@pytest.mark.slow
+def usage_error(tool, argv, capsys) -> str:
+    """The message with which ``tool.parse_args(argv)`` refuses ``argv``."""
+    with pytest.raises(SystemExit) as error:
+        tool.parse_args(argv)
+    assert error.value.code == 2  # argparse's exit status for bad usage
+    return capsys.readouterr().err
+
+
+# Checked in-process: a subprocess would spend seconds importing mmdet only
+# to reach argument parsing. test_missing_checkpoint runs the command line.
 @pytest.mark.parametrize('tool', ['train', 'test'])
-def test_missing_config(tool, tmp_path):
+def test_missing_config(tool, load_script, capsys, tmp_path):
     missing = str(tmp_path / 'no_such_config.py')
-    args = [f'tools/{tool}.py', missing]
+    argv = [missing]
     if tool == 'test':
-        args.append(str(tmp_path / 'model.pth'))
-    out = failure(args)
-    assert f'config file not found: {missing}' in out
+        argv.append(str(tmp_path / 'model.pth'))
+    err = usage_error(load_script(f'tools/{tool}.py'), argv, capsys)
+    assert f'config file not found: {missing}' in err
 
 
 @pytest.mark.slow
 def test_missing_checkpoint(tmp_path):
     missing = str(tmp_path / 'no_such_model.pth')
-    out = failure(['tools/test.py', MASK_RCNN_CONFIG, missing])
-    assert f'checkpoint file not found: {missing}' in out
+    proc = run_tool(['tools/test.py', MASK_RCNN_CONFIG, missing],
+                    expect_success=False)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert f'checkpoint file not found: {missing}' in proc.stdout
 
 
 @pytest.mark.slow

@@ -78,10 +78,15 @@ LABELS: Dict[str, str] = {
 }
 
 
-def _registry(scope: str):
-    """The MODELS registry of ``scope`` (mmdet or mmpretrain)."""
+def _use_checkout() -> None:
+    """Import ``mmlaplacian`` from this checkout even when not installed."""
     if REPO_ROOT not in sys.path:
         sys.path.insert(0, REPO_ROOT)
+
+
+def _registry(scope: str):
+    """The MODELS registry of ``scope`` (mmdet or mmpretrain)."""
+    _use_checkout()
     import mmlaplacian  # noqa: F401  (registers LaplacianFormer)
     from mmengine.registry import init_default_scope
     init_default_scope(scope)
@@ -107,10 +112,9 @@ def backbone_config(model: str,
         raise FileNotFoundError(
             f'{model!r} is neither a shortcut ({", ".join(MODEL_ZOO)}) nor '
             'a config file')
-    from mmengine.config import Config
-    cfg = Config.fromfile(model)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
+    _use_checkout()
+    from mmlaplacian.engine import read_config
+    cfg = read_config(model, cfg_options)
     scope = cfg.get('default_scope', 'mmdet')
     backbone = cfg.model.get('backbone', cfg.model)
     return backbone.to_dict(), scope

@@ -22,6 +22,13 @@ pass (model built, input allocated), i.e. the activation and workspace
 memory of the passes. CUDA: ``torch.cuda.max_memory_allocated`` (peak) and
 the same minus the allocated memory before the first pass.
 
+Allocator (``--allocators``): glibc's ``malloc`` maps every allocation
+above 32 MB afresh and returns it on ``free``, so at detection resolution
+each pass page-faults its large tensors in again. ``no-mmap`` runs the case
+with ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` raised (heap
+memory kept for reuse, as a caching allocator such as jemalloc would);
+``default,no-mmap`` runs both, one after the other for each case.
+
 Models (backbone settings of the matching mmdet configs):
 ``lf_tiny``, ``lf_small`` (ours), ``lf_tiny_linear`` (ours with
 ``stage4_attention='laplacian'``), ``swin_t`` (mask-rcnn_swin-t-p4-w7),
@@ -47,13 +54,22 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 # The zoo lives next to this script (also used by qk_distance.py).
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from backbone_zoo import LABELS, MODEL_ZOO, build_backbone  # noqa: E402
 
 MODES = ('fwd', 'fwdbwd')
+# Environment of a case's subprocess per ``--allocators`` entry. glibc
+# serves allocations above 32 MB with fresh mmaps, so every pass page-faults
+# its large tensors in again (they first appear at detection resolution);
+# ``no-mmap`` serves them from the heap and keeps freed memory for reuse.
+ALLOCATOR_ENV: Dict[str, Dict[str, str]] = {
+    'default': {},
+    'no-mmap': dict(MALLOC_MMAP_THRESHOLD_=str(2**34),
+                    MALLOC_TRIM_THRESHOLD_=str(2**34)),
+}
 
 
 def parse_size(text: str) -> Tuple[int, int]:
@@ -106,6 +122,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '--threads', type=int, default=os.cpu_count(),
         help='torch.set_num_threads in every case')
     parser.add_argument(
+        '--allocators', default='default',
+        help='comma-separated subset of default,no-mmap: glibc malloc '
+        'settings of the case processes; each case runs once per entry, '
+        'side by side')
+    parser.add_argument(
         '--wait-idle', type=float, default=0.,
         help='before each case wait up to this many seconds for the other '
         'processes to use less than --idle-cores (shared machines)')
@@ -136,6 +157,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if args.repeat < 1 or args.warmup < 0:
         parser.error('--repeat must be >= 1 and --warmup >= 0')
     args.modes = [m for m in args.modes.split(',') if m]
+    args.allocators = [a for a in args.allocators.split(',') if a]
+    bad = set(args.allocators) - set(ALLOCATOR_ENV)
+    if bad or not args.allocators:
+        parser.error(f'unknown allocators {sorted(bad)}; choose from '
+                     f'{sorted(ALLOCATOR_ENV)}')
     bad = set(args.modes) - set(MODES)
     if bad:
         parser.error(f'unknown modes {sorted(bad)}; choose from {MODES}')
@@ -245,6 +271,7 @@ def launch(spec: dict, timeout: float) -> dict:
     """Run one case in a subprocess; never raises for a failing case."""
     env = dict(os.environ, OMP_NUM_THREADS=str(spec['threads']),
                MKL_NUM_THREADS=str(spec['threads']))
+    env.update(ALLOCATOR_ENV[spec.get('allocator', 'default')])
     cmd = [sys.executable, osp.abspath(__file__), '--worker', json.dumps(spec)]
     try:
         proc = subprocess.run(
@@ -320,6 +347,14 @@ def size_name(size: Sequence[int]) -> str:
     return f'{size[0]}×{size[1]}'
 
 
+def series_label(result: dict) -> str:
+    """Table row / plot line of a result: the model, and the allocator
+    when it is not the default."""
+    label = LABELS.get(result['model'], result['model'])
+    allocator = result.get('allocator', 'default')
+    return label if allocator == 'default' else f'{label} [{allocator}]'
+
+
 def cell(result: dict, time_key: str) -> str:
     """``time / Δ memory (peak memory)``, or the failure status."""
     if result['status'] != 'ok':
@@ -359,12 +394,12 @@ def format_tables(results: List[dict], markdown: bool,
             'slope t', 'slope ΔRSS' if device == 'cpu' else 'slope Δmem'
         ]
         rows = []
-        for model in dict.fromkeys(r['model'] for r in group):
-            mine = [r for r in group if r['model'] == model]
+        for label in dict.fromkeys(map(series_label, group)):
+            mine = [r for r in group if series_label(r) == label]
             by_size = {tuple(r['size']): r for r in mine}
             slopes = [growth_exponent(mine, time_key),
                       growth_exponent(mine, 'delta_mb')]
-            rows.append([LABELS.get(model, model)] + [
+            rows.append([label] + [
                 cell(by_size[s], time_key) if s in by_size else '—'
                 for s in sizes
             ] + ['—' if v is None else f'{v:.2f}' for v in slopes])
@@ -406,10 +441,10 @@ def plot(results: List[dict], key: str, ylabel: str, path: str) -> None:
     for ax, (device, mode) in zip(axes[0], groups):
         done = [r for r in results if r['status'] == 'ok'
                 and (r['device'], r['mode']) == (device, mode)]
-        for model in dict.fromkeys(r['model'] for r in done):
+        for label in dict.fromkeys(map(series_label, done)):
             pts = sorted((r['size'][0] * r['size'][1], r[key])
-                         for r in done if r['model'] == model)
-            ax.loglog(*zip(*pts), marker='o', label=LABELS.get(model, model))
+                         for r in done if series_label(r) == label)
+            ax.loglog(*zip(*pts), marker='o', label=label)
         if done:
             pixels = sorted({r['size'][0] * r['size'][1] for r in done})
             first = [
@@ -450,24 +485,27 @@ def cases(args: argparse.Namespace) -> List[dict]:
                         and size[0] * size[1] > args.fwdbwd_max_pixels):
                     continue
                 for model in args.models:
-                    specs.append(
-                        dict(model=model, size=list(size), mode=mode,
-                             device=device, threads=args.threads,
-                             repeat=args.repeat, warmup=args.warmup,
-                             case_budget=args.case_budget,
-                             profile=args.profile))
+                    for allocator in args.allocators:
+                        specs.append(
+                            dict(model=model, size=list(size), mode=mode,
+                                 device=device, threads=args.threads,
+                                 allocator=allocator, repeat=args.repeat,
+                                 warmup=args.warmup,
+                                 case_budget=args.case_budget,
+                                 profile=args.profile))
     return specs
 
 
 def run_cases(specs: List[dict], args: argparse.Namespace) -> List[dict]:
     """Run every case in turn, saving ``results.json`` after each."""
     results: List[dict] = []
-    failed = set()  # (device, mode, model) that failed at a smaller size
+    failed = set()  # (device, mode, model, allocator) failed when smaller
     start = time.perf_counter()
     for index, spec in enumerate(specs, 1):
-        key = (spec['device'], spec['mode'], spec['model'])
+        key = (spec['device'], spec['mode'], spec['model'],
+               spec['allocator'])
         name = (f'{spec["model"]} {size_name(spec["size"])} {spec["mode"]} '
-                f'{spec["device"]}')
+                f'{spec["device"]} {spec["allocator"]}')
         if key in failed:
             result = dict(spec, status='skipped',
                           message='a smaller size did not finish')

@@ -32,6 +32,8 @@ from mmengine.config import Config, DictAction  # noqa: E402
 from mmengine.registry import init_default_scope  # noqa: E402
 from mmengine.runner import Runner, load_checkpoint  # noqa: E402
 
+from mmlaplacian.engine import read_config  # noqa: E402
+
 
 def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Benchmark inference speed')
@@ -131,9 +133,7 @@ def main(argv: Sequence[str] = None) -> Dict[str, float]:
     args = parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = read_config(args.config, args.cfg_options)
     init_default_scope(cfg.get('default_scope', 'mmdet'))
     # Speed does not depend on the weights: skip loading pretrained ones.
     cfg.model.backbone.init_cfg = None

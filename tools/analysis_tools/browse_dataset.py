@@ -23,8 +23,10 @@ import mmlaplacian  # noqa: E402,F401
 from mmdet.registry import DATASETS, VISUALIZERS  # noqa: E402
 from mmdet.structures.bbox import BaseBoxes  # noqa: E402
 from mmdet.structures.mask import BitmapMasks, PolygonMasks  # noqa: E402
-from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.config import DictAction  # noqa: E402
 from mmengine.registry import init_default_scope  # noqa: E402
+
+from mmlaplacian.engine import read_config  # noqa: E402
 
 
 def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
@@ -63,9 +65,7 @@ def to_drawable(gt_instances):
 def main(argv: Sequence[str] = None) -> List[str]:
     """Draw the images; returns the written paths."""
     args = parse_args(argv)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = read_config(args.config, args.cfg_options)
     init_default_scope(cfg.get('default_scope', 'mmdet'))
 
     dataset = DATASETS.build(cfg[f'{args.split}_dataloader'].dataset)

@@ -30,6 +30,7 @@ from mmengine.config import Config, DictAction
 from mmengine.registry import init_default_scope
 
 from mmlaplacian.analysis import ModelFlops, count_model_flops
+from mmlaplacian.engine import read_config
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -125,9 +126,7 @@ def format_table(result: ModelFlops, shape: Tuple[int, int]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> ModelFlops:
     args = parse_args(argv)
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    cfg = read_config(args.config, args.cfg_options)
     result, shape = count(cfg, args.shape)
     print(format_table(result, shape))
     return result

@@ -33,6 +33,10 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
+# The log parser lives next to this script.
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from analyze_logs import load_scalars  # noqa: E402
+
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DEFAULT_CONFIG = 'configs/quickstart/mask_rcnn_lf_tiny_synthetic.py'
 ARMS: Dict[str, List[str]] = {
@@ -138,17 +142,13 @@ def train(args: argparse.Namespace, arm: str, seed: int) -> float:
 
 # ------------------------------------------------------------- reporting
 def read_run(path: str) -> dict:
-    """Loss curve (iteration, loss) and final metrics of one run."""
-    curve, metrics = [], {}
-    with open(path) as f:
-        for line in f:
-            record = json.loads(line)
-            if 'loss' in record and 'iter' in record:
-                curve.append((record['iter'], record['loss']))
-            for key in METRICS:
-                if key in record:
-                    metrics[key] = record[key]
-    return dict(curve=curve, metrics=metrics)
+    """Loss curve ``[(iteration, loss), ...]`` and final :data:`METRICS`
+    of one run (the last value logged of each)."""
+    series = load_scalars(path)
+    # Only training lines log ``loss`` (validation's is ``val_loss``), so
+    # its series is the training curve, indexed by iteration.
+    metrics = {key: series[key][-1][1] for key in METRICS if key in series}
+    return dict(curve=series.get('loss', []), metrics=metrics)
 
 
 def moving_average(values: List[float], window: int) -> List[float]:
