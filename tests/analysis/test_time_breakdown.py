@@ -32,7 +32,7 @@ def test_parts_add_up_to_the_pass(load_tool, tmp_path, capsys):
         # Own times: the parts never exceed the pass, and hooks cost little.
         assert 0.7 * result['total'] < sum(parts.values()) <= result['total']
         # ConvBNReLU folds BN in eval and calls no child: its time is kept.
-        assert parts['stem.0'] > 0 and parts['stages.0.attn'] > 0
+        assert parts['downsamples.0'] > 0 and parts['stages.0.attn'] > 0
         assert not any('.0.0' in name for name in parts)
     out = capsys.readouterr().out
     assert '| stages.0.attn |' in out and '| total |' in out

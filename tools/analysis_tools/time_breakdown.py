@@ -208,10 +208,12 @@ def scaling_rows(results: List[dict]) -> Tuple[List[List[str]], float]:
     for name in sorted(small['parts'], key=lambda n: -large['parts'][n]):
         part_small, part_large = small['parts'][name], large['parts'][name]
         ratio = part_large / part_small if part_small > 0 else float('nan')
+        whole = ratio_if_rest_linear(part_small, part_large, small['total'],
+                                     pixel_ratio)
         rows.append([
             name, f'{part_small * 1e3:.1f}', f'{part_large * 1e3:.1f}',
             f'{ratio:.2f}x', f'{part_large / large["total"]:.1%}',
-            f'{ratio_if_rest_linear(part_small, part_large, small["total"], pixel_ratio):.2f}x'  # noqa: E501
+            f'{whole:.2f}x'
         ])
     rows.append([
         'total', f'{small["total"] * 1e3:.1f}', f'{large["total"] * 1e3:.1f}',

@@ -15,6 +15,7 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ..layers import ConvBNReLU, ConvStem, LaplacianFormerBlock
+from ..layers.conv_stem import STEM_BAND_ROWS
 from ..layers.token_chunks import DEFAULT_CHUNK_TOKENS, use_chunks
 from ..utils import filter_backbone_state_dict
 
@@ -60,8 +61,9 @@ class LaplacianFormer(BaseModule):
         inference_chunk_tokens (int): On the CPU without autograd
             (inference), the Laplacian attention, the MLPs and the output
             norms run over chunks of this many tokens, so no N×m matrix is
-            formed and every pass stays in cache; 0 runs all tokens at once.
-            Defaults to 2048.
+            formed and every pass stays in cache, and the stem runs in bands
+            of rows (:class:`ConvStem`); 0 runs all tokens at once and the
+            stem in one pass. Defaults to 2048.
         init_cfg (dict | list[dict], optional): ``dict(type='Pretrained',
             checkpoint=PATH)`` loads an mmpretrain, mmdet, timm-style or plain
             checkpoint.
@@ -141,7 +143,9 @@ class LaplacianFormer(BaseModule):
         self.pretrain_img_size = pretrain_img_size
         self.inference_chunk_tokens = inference_chunk_tokens
 
-        self.stem = ConvStem(in_channels, self.embed_dims[0])
+        band_rows = STEM_BAND_ROWS if inference_chunk_tokens else 0
+        self.stem = ConvStem(
+            in_channels, self.embed_dims[0], inference_band_rows=band_rows)
         self.downsamples = nn.ModuleList(
             ConvBNReLU(self.embed_dims[i], self.embed_dims[i + 1], 2)
             for i in range(self.num_stages - 1))
@@ -334,9 +338,9 @@ class LaplacianFormer(BaseModule):
                              f'(B, {self.stem[0][0].in_channels}, H, W), '
                              f'got {tuple(x.shape)}')
         outs = []
-        # Channels-last from the start: the convs write the (B, H, W, C)
-        # layout the tokens use, so no stage needs a transposing copy.
-        x = self.stem(x.contiguous(memory_format=torch.channels_last))
+        # The stem writes channels-last, the (B, H, W, C) layout the tokens
+        # use, so no stage needs a transposing copy.
+        x = self.stem(x)
         for i, blocks in enumerate(self.stages):
             if i > 0:
                 x = self.downsamples[i - 1](x)
