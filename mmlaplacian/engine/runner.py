@@ -45,10 +45,8 @@ def load_config(path: str,
     Returns:
         Config: The config, ready for :func:`build_runner`.
     """
-    cfg = read_config(path, cfg_options)
     # ``--cfg-options launcher=...`` overrides ``--launcher``, as in mmdet.
-    if 'launcher' not in (cfg_options or {}):
-        cfg.launcher = launcher
+    cfg = read_config(path, {'launcher': launcher, **(cfg_options or {})})
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir', None) is None:

@@ -408,9 +408,8 @@ def format_tables(results: List[dict], markdown: bool,
         title = (f'{device}, {mode}, {threads} thread(s): median {what} / '
                  'Δ peak memory (whole-process peak)')
         if markdown:
-            lines = [f'**{title}**', '', '| ' + ' | '.join(header) + ' |',
-                     '|' + '---|' * len(header)]
-            lines += ['| ' + ' | '.join(row) + ' |' for row in rows]
+            from mmlaplacian.utils import markdown_table
+            lines = [f'**{title}**', '', markdown_table(header, rows)]
         else:
             widths = [max(len(str(x)) for x in col)
                       for col in zip(header, *rows)]

@@ -252,11 +252,9 @@ def print_table(title: str, header: List[str], rows: List[List[str]],
                 markdown: bool) -> None:
     print()
     if markdown:
+        from mmlaplacian.utils import markdown_table
         print(f'#### {title}\n')
-        print('| ' + ' | '.join(header) + ' |')
-        print('|' + '|'.join('---' for _ in header) + '|')
-        for row in rows:
-            print('| ' + ' | '.join(row) + ' |')
+        print(markdown_table(header, rows))
     else:
         print(title)
         widths = [

@@ -190,7 +190,7 @@ def format_table(runs: List[dict]) -> str:
     """Markdown: one row per seed, AP columns per arm side by side."""
     header = ['seed', 'arm', 'box AP', 'box AP50', 'mask AP', 'mask AP50',
               'final loss', 'train+eval time']
-    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    rows = []
     for run in runs:
         m = run['metrics']
         final = run['curve'][-5:]
@@ -199,7 +199,7 @@ def format_table(runs: List[dict]) -> str:
             f'{100 * m[k]:.1f}' if k in m else '—' for k in METRICS
         ] + [f'{final_loss:.3f}',
              f'{run["seconds"] / 60:.1f} min' if run['seconds'] else '—']
-        lines.append('| ' + ' | '.join(cells) + ' |')
+        rows.append(cells)
     arms = list(dict.fromkeys(r['arm'] for r in runs))
     if len({r['seed'] for r in runs}) > 1:
         for arm in arms:
@@ -208,8 +208,9 @@ def format_table(runs: List[dict]) -> str:
                 f'{100 * sum(m.get(k, 0) for m in mine) / len(mine):.1f}'
                 for k in METRICS
             ] + ['', '']
-            lines.append('| ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines) + '\n'
+            rows.append(cells)
+    from mmlaplacian.utils import markdown_table
+    return markdown_table(header, rows) + '\n'
 
 
 def main(argv: Optional[Sequence[str]] = None) -> List[dict]:

@@ -43,6 +43,7 @@ import torch
 # Run from a source checkout without installing: the repository root first.
 sys.path.insert(
     0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+from mmlaplacian.utils import markdown_table  # noqa: E402
 
 NS_INITS = ('identity', 'transpose', 'soft')
 METHODS = tuple(f'ns_{init}' for init in NS_INITS) + ('cg', )
@@ -316,29 +317,28 @@ def markdown_tables(results: List[dict], args: argparse.Namespace) -> str:
     header = ['cond (median)', 'λ', 'method'] + [
         f'res. @ {min(args.ns_iters, args.iters)} it.'
     ] + [f'it. to {t}' for t in tol_names]
-    lines += ['| ' + ' | '.join(header) + ' |',
-              '|' + '---|' * len(header)]
+    rows = []
     for res in results:
         for method in METHODS + ('linalg.solve', 'op[auto]'):
             if method not in res['residual_at_ns_iters']:
                 continue
             its = res['iters_to_tol'].get(method, {})
-            cells = [
+            rows.append([
                 f'{res["cond"]:.3g}', f'{res["lam"]:.3g}',
                 LABELS.get(method, method),
                 f'{res["residual_at_ns_iters"][method]:.2e}'
-            ] + [iteration_cell(method, its.get(t)) for t in tol_names]
-            lines.append('| ' + ' | '.join(cells) + ' |')
+            ] + [iteration_cell(method, its.get(t)) for t in tol_names])
     names = list(results[0]['seconds'])
     lines += [
-        '', f'CPU time per batch of {args.batch} matrices (ms, median of '
+        markdown_table(header, rows), '',
+        f'CPU time per batch of {args.batch} matrices (ms, median of '
         f'{args.repeat}; {torch.get_num_threads()} thread(s)):', '',
-        '| cond | ' + ' | '.join(names) + ' |',
-        '|---|' + '---|' * len(names)
+        markdown_table(['cond'] + names, [
+            [f'{res["cond"]:.3g}'] +
+            [f'{1e3 * res["seconds"][n]:.3f}' for n in names]
+            for res in results
+        ])
     ]
-    for res in results:
-        cells = [f'{1e3 * res["seconds"][n]:.3f}' for n in names]
-        lines.append(f'| {res["cond"]:.3g} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines) + '\n'
 
 

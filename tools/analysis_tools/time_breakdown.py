@@ -45,6 +45,8 @@ sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from backbone_zoo import build_backbone  # noqa: E402
 from benchmark_backbone import parse_size  # noqa: E402
 
+from mmlaplacian.utils import markdown_table  # noqa: E402
+
 REST = '(rest)'
 SMALL = '(parts under 1% each)'
 
@@ -220,13 +222,6 @@ def scaling_rows(results: List[dict]) -> Tuple[List[List[str]], float]:
         f'{large["total"] / small["total"]:.2f}x', '100%', ''
     ])
     return rows, pixel_ratio
-
-
-def markdown_table(header: List[str], rows: List[List[str]]) -> str:
-    lines = ['| ' + ' | '.join(header) + ' |',
-             '|' + '|'.join('---' for _ in header) + '|']
-    lines += ['| ' + ' | '.join(row) + ' |' for row in rows]
-    return '\n'.join(lines)
 
 
 def plot(results: List[dict], model: str, path: str) -> None:

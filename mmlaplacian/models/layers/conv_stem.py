@@ -105,33 +105,30 @@ class ConvStem(nn.Sequential):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, C_in, H, W)`` images (any memory layout) to the stride-4
         map, channels-last: the stage-1 tokens are a view of it."""
+        heights = self._map_sizes(x.shape[2])
         layers = None
         if (not torch.is_grad_enabled() and x.device.type == 'cpu'
-                and 0 < self.inference_band_rows < self._heights(
-                    x.shape[2])[-1]):
+                and 0 < self.inference_band_rows < heights[-1]):
             layers = [layer.folded() for layer in self]
         if layers is None or any(folded is None for folded in layers):
             return super().forward(
                 x.contiguous(memory_format=torch.channels_last))
-        return self._banded(x, layers)  # converts each band's rows
+        return self._banded(x, heights, layers)  # converts each band's rows
 
-    def _heights(self, height: int) -> List[int]:
-        """Map heights: the input's, then after each conv."""
-        heights = [height]
+    def _map_sizes(self, size: int) -> List[int]:
+        """Sizes along one axis: the input's, then after each conv."""
+        sizes = [size]
         for layer in self:
-            heights.append((heights[-1] - 1) // layer.stride + 1)
-        return heights
+            sizes.append((sizes[-1] - 1) // layer.stride + 1)
+        return sizes
 
-    def _banded(self, x: torch.Tensor,
+    def _banded(self, x: torch.Tensor, heights: List[int],
                 layers: List[Tuple[torch.Tensor, torch.Tensor]]
                 ) -> torch.Tensor:
-        heights = self._heights(x.shape[2])
         strides = [layer.stride for layer in self]
-        out_width = x.shape[3]
-        for stride in strides:
-            out_width = (out_width - 1) // stride + 1
         out = torch.empty(
-            x.shape[0], layers[-1][0].shape[0], heights[-1], out_width,
+            x.shape[0], layers[-1][0].shape[0], heights[-1],
+            self._map_sizes(x.shape[3])[-1],
             dtype=x.dtype, memory_format=torch.channels_last)
         for top in range(0, heights[-1], self.inference_band_rows):
             bottom = min(top + self.inference_band_rows, heights[-1])
