@@ -18,8 +18,10 @@ at::Tensor laplace_kernel_forward_impl(const at::Tensor& x,
 std::vector<at::Tensor> laplace_kernel_backward_impl(const at::Tensor& grad,
                                                      const at::Tensor& x,
                                                      const at::Tensor& y,
-                                                     const at::Tensor& out) {
-  return DISPATCH_DEVICE_IMPL(laplace_kernel_backward_impl, grad, x, y, out);
+                                                     const at::Tensor& out,
+                                                     bool need_x, bool need_y) {
+  return DISPATCH_DEVICE_IMPL(laplace_kernel_backward_impl, grad, x, y, out,
+                              need_x, need_y);
 }
 
 at::Tensor newton_schulz_forward_impl(const at::Tensor& a, int64_t num_iters,
@@ -48,12 +50,17 @@ std::vector<std::string> compiled_devices() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace mmlaplacian;
   m.doc() = "Fused ops of mmlaplacian (Laplacian kernel, Newton-Schulz).";
+  // Raised whenever a binding's signature changes; mmlaplacian.ops refuses
+  // an older build (ext_loader.EXT_ABI_VERSION).
+  m.attr("abi_version") = 2;
   m.def("laplace_kernel_forward", &laplace_kernel_forward_impl,
         "K = exp(-||x_i - y_j||_1) for x (B, N, d), y (B, M, d)",
         py::arg("x"), py::arg("y"));
   m.def("laplace_kernel_backward", &laplace_kernel_backward_impl,
-        "(dx, dy) of laplace_kernel from grad and the saved output K",
-        py::arg("grad"), py::arg("x"), py::arg("y"), py::arg("out"));
+        "(dx, dy) of laplace_kernel from grad and the saved output K; a "
+        "gradient not needed is not computed and returned as None",
+        py::arg("grad"), py::arg("x"), py::arg("y"), py::arg("out"),
+        py::arg("need_x") = true, py::arg("need_y") = true);
   m.def("newton_schulz_forward", &newton_schulz_forward_impl,
         "Newton-Schulz inverse of A (B, m, m); init: 0 auto, 1 identity, "
         "2 transpose",

@@ -57,7 +57,7 @@ optim_wrapper = dict(
         bias_decay_mult=0.0,
         flat_decay_mult=0.0,
         custom_keys={
-            'pos_embeds': dict(decay_mult=0.0),
+            'pos_embed': dict(decay_mult=0.0),
             'log_lam': dict(decay_mult=0.0),
         }),
 )

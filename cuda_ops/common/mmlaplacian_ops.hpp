@@ -16,11 +16,13 @@ at::Tensor laplace_kernel_forward_impl(const at::Tensor& x,
 // Gradients of laplace_kernel from the saved output K: with W = grad * K,
 //   dx[i] = -sum_j W[i, j] sign(x[i] - y[j]),
 //   dy[j] = +sum_i W[i, j] sign(x[i] - y[j]).
-// Returns {dx, dy}.
+// Returns {dx, dy}; a gradient that is not needed (need_x / need_y false) is
+// not computed and comes back undefined (None in Python).
 std::vector<at::Tensor> laplace_kernel_backward_impl(const at::Tensor& grad,
                                                      const at::Tensor& x,
                                                      const at::Tensor& y,
-                                                     const at::Tensor& out);
+                                                     const at::Tensor& out,
+                                                     bool need_x, bool need_y);
 
 // X ~= A^-1 after num_iters steps of X <- 2X - X A X from the start selected
 // by init (a NewtonSchulzInit code), computed in fp32 at least.
@@ -31,7 +33,8 @@ at::Tensor laplace_kernel_forward_cpu(const at::Tensor& x, const at::Tensor& y);
 std::vector<at::Tensor> laplace_kernel_backward_cpu(const at::Tensor& grad,
                                                     const at::Tensor& x,
                                                     const at::Tensor& y,
-                                                    const at::Tensor& out);
+                                                    const at::Tensor& out,
+                                                    bool need_x, bool need_y);
 at::Tensor newton_schulz_forward_cpu(const at::Tensor& a, int64_t num_iters,
                                      int64_t init);
 
@@ -47,7 +50,8 @@ at::Tensor laplace_kernel_forward_cuda(const at::Tensor& x,
 std::vector<at::Tensor> laplace_kernel_backward_cuda(const at::Tensor& grad,
                                                      const at::Tensor& x,
                                                      const at::Tensor& y,
-                                                     const at::Tensor& out);
+                                                     const at::Tensor& out,
+                                                     bool need_x, bool need_y);
 at::Tensor newton_schulz_forward_cuda(const at::Tensor& a, int64_t num_iters,
                                       int64_t init);
 #endif

@@ -115,21 +115,29 @@ void forward_rows_simd(const double* x, const double* yt, double* out,
 
 // --------------------------------------------------------------- backward --
 
+// Which gradients a backward call computes (from autograd's
+// needs_input_grad): the loops below drop the work of the other one.
+enum class Sides { kBoth, kDxOnly, kDyOnly };
+
 // For R rows of one batch: writes dx for each row and adds the rows'
-// contribution to dy_part (cols, d), with w = grad * K. Handling R rows per
+// contribution to dy_part (cols, d), with w = grad * K; with S = kDxOnly
+// (kDyOnly) dy_part (dx) is neither read nor written. Handling R rows per
 // landmark j shares the loads of y_j and the update of dy_j between them.
 // D > 0 fixes d at compile time (the accumulators then live in registers);
 // D == 0 reads it from `d` and uses `scratch` (R * d values).
-template <typename T, int D, int R>
+template <typename T, int D, int R, Sides S>
 MMLAPLACIAN_ALWAYS_INLINE void backward_block(const T* grad, const T* out,
                                               const T* x, const T* y, T* dx,
                                               T* dy_part, int64_t cols,
                                               int64_t d, T* scratch) {
+  constexpr bool kDx = S != Sides::kDyOnly, kDy = S != Sides::kDxOnly;
   const int64_t dim = D > 0 ? D : d;
   T fixed_acc[R * (D > 0 ? D : 1)];
   T* acc = D > 0 ? fixed_acc : scratch;
+  if constexpr (kDx) {
 #pragma omp simd
-  for (int64_t c = 0; c < R * dim; ++c) acc[c] = 0;
+    for (int64_t c = 0; c < R * dim; ++c) acc[c] = 0;
+  }
   for (int64_t j = 0; j < cols; ++j) {
     T w[R];
     bool any = false;
@@ -141,63 +149,86 @@ MMLAPLACIAN_ALWAYS_INLINE void backward_block(const T* grad, const T* out,
     }
     if (!any) continue;
     const T* yj = y + j * dim;
-    T* dyj = dy_part + j * dim;
+    T* dyj = kDy ? dy_part + j * dim : nullptr;
 #pragma omp simd
     for (int64_t c = 0; c < dim; ++c) {
       const T yc = yj[c];
       T dy_sum = 0;
       for (int r = 0; r < R; ++r) {
         const T s = mul_sign0(w[r], x[r * dim + c] - yc);
-        acc[r * dim + c] -= s;
-        dy_sum += s;
+        if constexpr (kDx) acc[r * dim + c] -= s;
+        if constexpr (kDy) dy_sum += s;
       }
-      dyj[c] += dy_sum;
+      if constexpr (kDy) dyj[c] += dy_sum;
     }
   }
+  if constexpr (kDx) {
 #pragma omp simd
-  for (int64_t c = 0; c < R * dim; ++c) dx[c] = acc[c];
+    for (int64_t c = 0; c < R * dim; ++c) dx[c] = acc[c];
+  }
 }
 
 constexpr int kBackwardRows = 2;
 
-template <typename T, int D>
+template <typename T, int D, Sides S>
 MMLAPLACIAN_ALWAYS_INLINE void backward_rows(const T* grad, const T* out,
                                              const T* x, const T* y, T* dx,
                                              T* dy_part, int64_t rows,
                                              int64_t cols, int64_t d,
                                              T* scratch) {
+  // dx (when not needed, null) advances with the rows; dy_part does not.
+  const auto dx_at = [&](int64_t r) { return dx ? dx + r * d : nullptr; };
   int64_t r = 0;
   for (; r + kBackwardRows <= rows; r += kBackwardRows) {
-    backward_block<T, D, kBackwardRows>(grad + r * cols, out + r * cols,
-                                        x + r * d, y, dx + r * d, dy_part,
-                                        cols, d, scratch);
+    backward_block<T, D, kBackwardRows, S>(grad + r * cols, out + r * cols,
+                                           x + r * d, y, dx_at(r), dy_part,
+                                           cols, d, scratch);
   }
   for (; r < rows; ++r) {
-    backward_block<T, D, 1>(grad + r * cols, out + r * cols, x + r * d, y,
-                            dx + r * d, dy_part, cols, d, scratch);
+    backward_block<T, D, 1, S>(grad + r * cols, out + r * cols, x + r * d, y,
+                               dx_at(r), dy_part, cols, d, scratch);
   }
 }
 
-template <typename T>
-MMLAPLACIAN_ALWAYS_INLINE void backward_rows_any(const T* grad, const T* out,
+template <typename T, Sides S>
+MMLAPLACIAN_ALWAYS_INLINE void backward_rows_dim(const T* grad, const T* out,
                                                  const T* x, const T* y,
                                                  T* dx, T* dy_part,
                                                  int64_t rows, int64_t cols,
                                                  int64_t d, T* scratch) {
   switch (d) {
     case 16:
-      return backward_rows<T, 16>(grad, out, x, y, dx, dy_part, rows, cols, d,
-                                  scratch);
+      return backward_rows<T, 16, S>(grad, out, x, y, dx, dy_part, rows, cols,
+                                     d, scratch);
     case 32:
-      return backward_rows<T, 32>(grad, out, x, y, dx, dy_part, rows, cols, d,
-                                  scratch);
+      return backward_rows<T, 32, S>(grad, out, x, y, dx, dy_part, rows, cols,
+                                     d, scratch);
     case 64:
-      return backward_rows<T, 64>(grad, out, x, y, dx, dy_part, rows, cols, d,
-                                  scratch);
+      return backward_rows<T, 64, S>(grad, out, x, y, dx, dy_part, rows, cols,
+                                     d, scratch);
     default:
-      return backward_rows<T, 0>(grad, out, x, y, dx, dy_part, rows, cols, d,
-                                 scratch);
+      return backward_rows<T, 0, S>(grad, out, x, y, dx, dy_part, rows, cols,
+                                    d, scratch);
   }
+}
+
+// dx or dy_part is null when that gradient is not needed.
+template <typename T>
+MMLAPLACIAN_ALWAYS_INLINE void backward_rows_any(const T* grad, const T* out,
+                                                 const T* x, const T* y,
+                                                 T* dx, T* dy_part,
+                                                 int64_t rows, int64_t cols,
+                                                 int64_t d, T* scratch) {
+  if (dx == nullptr) {
+    return backward_rows_dim<T, Sides::kDyOnly>(grad, out, x, y, dx, dy_part,
+                                                rows, cols, d, scratch);
+  }
+  if (dy_part == nullptr) {
+    return backward_rows_dim<T, Sides::kDxOnly>(grad, out, x, y, dx, dy_part,
+                                                rows, cols, d, scratch);
+  }
+  return backward_rows_dim<T, Sides::kBoth>(grad, out, x, y, dx, dy_part,
+                                            rows, cols, d, scratch);
 }
 
 MMLAPLACIAN_SIMD_CLONES
@@ -269,21 +300,26 @@ at::Tensor laplace_kernel_forward_cpu(const at::Tensor& x_in,
 std::vector<at::Tensor> laplace_kernel_backward_cpu(const at::Tensor& grad_in,
                                                     const at::Tensor& x_in,
                                                     const at::Tensor& y_in,
-                                                    const at::Tensor& out_in) {
+                                                    const at::Tensor& out_in,
+                                                    bool need_x, bool need_y) {
   const LaplaceShape s =
       check_laplace_backward_inputs(grad_in, x_in, y_in, out_in);
+  if (!need_x && !need_y) return {at::Tensor(), at::Tensor()};
   const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
   const at::Tensor grad = grad_in.to(x.scalar_type()).contiguous();
   const at::Tensor out = out_in.contiguous();
   CHECK_CPU_INPUT(grad);
   CHECK_CPU_INPUT(out);
 
-  at::Tensor dx = at::empty_like(x);
-  const int64_t chunks = backward_chunks(s.rows);
-  at::Tensor dy_part = at::zeros({s.batch, chunks, s.cols, s.dim}, y.options());
   if (x.numel() == 0 || y.numel() == 0) {
-    return {dx.zero_(), at::zeros_like(y)};
+    return {need_x ? at::zeros_like(x) : at::Tensor(),
+            need_y ? at::zeros_like(y) : at::Tensor()};
   }
+  at::Tensor dx = need_x ? at::empty_like(x) : at::Tensor();
+  const int64_t chunks = backward_chunks(s.rows);
+  at::Tensor dy_part =
+      need_y ? at::zeros({s.batch, chunks, s.cols, s.dim}, y.options())
+             : at::Tensor();
   const int64_t chunk_rows = (s.rows + chunks - 1) / chunks;
 
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "laplace_kernel_backward_cpu", [&] {
@@ -291,8 +327,8 @@ std::vector<at::Tensor> laplace_kernel_backward_cpu(const at::Tensor& grad_in,
     const scalar_t* kp = out.const_data_ptr<scalar_t>();
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
     const scalar_t* yp = y.const_data_ptr<scalar_t>();
-    scalar_t* dxp = dx.mutable_data_ptr<scalar_t>();
-    scalar_t* dyp = dy_part.mutable_data_ptr<scalar_t>();
+    scalar_t* dxp = need_x ? dx.mutable_data_ptr<scalar_t>() : nullptr;
+    scalar_t* dyp = need_y ? dy_part.mutable_data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, s.batch * chunks, 1, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> scratch(kBackwardRows * s.dim);
       for (int64_t task = begin; task < end; ++task) {
@@ -303,13 +339,13 @@ std::vector<at::Tensor> laplace_kernel_backward_cpu(const at::Tensor& grad_in,
         const int64_t row = b * s.rows + r0;
         backward_rows_simd(gp + row * s.cols, kp + row * s.cols,
                            xp + row * s.dim, yp + b * s.cols * s.dim,
-                           dxp + row * s.dim,
-                           dyp + task * s.cols * s.dim, r1 - r0, s.cols,
-                           s.dim, scratch.data());
+                           dxp ? dxp + row * s.dim : nullptr,
+                           dyp ? dyp + task * s.cols * s.dim : nullptr,
+                           r1 - r0, s.cols, s.dim, scratch.data());
       }
     });
   });
-  return {dx, at::sum(dy_part, 1)};
+  return {dx, need_y ? at::sum(dy_part, 1) : at::Tensor()};
 }
 
 REGISTER_DEVICE_IMPL(laplace_kernel_forward_impl, CPU,

@@ -62,9 +62,10 @@ at::Tensor laplace_kernel_forward_cuda(const at::Tensor& x_in,
 
 std::vector<at::Tensor> laplace_kernel_backward_cuda(
     const at::Tensor& grad_in, const at::Tensor& x_in, const at::Tensor& y_in,
-    const at::Tensor& out_in) {
+    const at::Tensor& out_in, bool need_x, bool need_y) {
   const LaplaceShape s =
       check_laplace_backward_inputs(grad_in, x_in, y_in, out_in);
+  if (!need_x && !need_y) return {at::Tensor(), at::Tensor()};
   const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
   const at::Tensor grad = grad_in.to(x.scalar_type()).contiguous();
   const at::Tensor out = out_in.contiguous();
@@ -74,7 +75,8 @@ std::vector<at::Tensor> laplace_kernel_backward_cuda(
   CHECK_CUDA_INPUT(out);
   c10::cuda::CUDAGuard guard(x.device());
   if (x.numel() == 0 || y.numel() == 0) {
-    return {x.new_zeros(x.sizes()), y.new_zeros(y.sizes())};
+    return {need_x ? x.new_zeros(x.sizes()) : at::Tensor(),
+            need_y ? y.new_zeros(y.sizes()) : at::Tensor()};
   }
 
   const at::ScalarType acc_dtype =
@@ -85,10 +87,16 @@ std::vector<at::Tensor> laplace_kernel_backward_cuda(
   const int64_t dy_len = dy_chunk_len(s.rows);
   const int64_t dy_chunks = cuda::ceil_div<int64_t>(s.rows, dy_len);
   // dx sums over all M landmarks in one chunk; dy sums chunk-wise over N.
-  at::Tensor dx_part = x.new_empty({s.batch, 1, s.rows, s.dim},
-                                   x.options().dtype(acc_dtype));
-  at::Tensor dy_part = y.new_empty({s.batch, dy_chunks, s.cols, s.dim},
-                                   y.options().dtype(acc_dtype));
+  // Only the gradients autograd asks for are computed.
+  at::Tensor dx_part, dy_part;
+  if (need_x) {
+    dx_part = x.new_empty({s.batch, 1, s.rows, s.dim},
+                          x.options().dtype(acc_dtype));
+  }
+  if (need_y) {
+    dy_part = y.new_empty({s.batch, dy_chunks, s.cols, s.dim},
+                          y.options().dtype(acc_dtype));
+  }
 
   const dim3 block(cuda::kBwdLanes, cuda::kBwdWarps);
   const dim3 grid_dx(cuda::ceil_div<int64_t>(s.rows, cuda::kBwdTile),
@@ -101,23 +109,30 @@ std::vector<at::Tensor> laplace_kernel_backward_cuda(
       at::kHalf, at::kBFloat16, x.scalar_type(), "laplace_kernel_backward_cuda",
       [&] {
         using acc_t = cuda::acc_type<scalar_t>;
-        cuda::laplace_kernel_backward_cuda_kernel<scalar_t, false>
-            <<<grid_dx, block, 0, stream>>>(
-                grad.const_data_ptr<scalar_t>(), out.const_data_ptr<scalar_t>(),
-                x.const_data_ptr<scalar_t>(), y.const_data_ptr<scalar_t>(),
-                dx_part.mutable_data_ptr<acc_t>(), s.batch, s.rows, s.cols,
-                s.dim, /*chunks=*/1, /*chunk_len=*/s.cols);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        cuda::laplace_kernel_backward_cuda_kernel<scalar_t, true>
-            <<<grid_dy, block, 0, stream>>>(
-                grad.const_data_ptr<scalar_t>(), out.const_data_ptr<scalar_t>(),
-                x.const_data_ptr<scalar_t>(), y.const_data_ptr<scalar_t>(),
-                dy_part.mutable_data_ptr<acc_t>(), s.batch, s.rows, s.cols,
-                s.dim, dy_chunks, dy_len);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        if (need_x) {
+          cuda::laplace_kernel_backward_cuda_kernel<scalar_t, false>
+              <<<grid_dx, block, 0, stream>>>(
+                  grad.const_data_ptr<scalar_t>(),
+                  out.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
+                  y.const_data_ptr<scalar_t>(),
+                  dx_part.mutable_data_ptr<acc_t>(), s.batch, s.rows, s.cols,
+                  s.dim, /*chunks=*/1, /*chunk_len=*/s.cols);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        }
+        if (need_y) {
+          cuda::laplace_kernel_backward_cuda_kernel<scalar_t, true>
+              <<<grid_dy, block, 0, stream>>>(
+                  grad.const_data_ptr<scalar_t>(),
+                  out.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
+                  y.const_data_ptr<scalar_t>(),
+                  dy_part.mutable_data_ptr<acc_t>(), s.batch, s.rows, s.cols,
+                  s.dim, dy_chunks, dy_len);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        }
       });
-  at::Tensor dx = dx_part.view({s.batch, s.rows, s.dim}).to(x.scalar_type());
-  at::Tensor dy = dy_part.sum(1).to(y.scalar_type());
+  at::Tensor dx, dy;
+  if (need_x) dx = dx_part.view({s.batch, s.rows, s.dim}).to(x.scalar_type());
+  if (need_y) dy = dy_part.sum(1).to(y.scalar_type());
   return {dx, dy};
 }
 

@@ -6,7 +6,11 @@
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAMacros.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <mutex>
 
 #include "cuda/newton_schulz_cuda_kernel.cuh"
 #include "mmlaplacian_ops.hpp"
@@ -17,15 +21,41 @@ namespace mmlaplacian {
 
 namespace {
 
+constexpr size_t kStaticReserve = 1024;  // the kernel's reduction scratch
+
+// Shared memory of the fused kernel's A, X and AX for m x m matrices.
+size_t fused_bytes(int m, size_t elem_size) {
+  return 3 * static_cast<size_t>(m) * cuda::ns_leading_dim(m) * elem_size;
+}
+
+// Lets kernel variant <kMicro, T> use the dynamic shared memory of its
+// largest matrices on `device`. The limit is a per-device property of the
+// kernel, so it is set once per device and variant (std::call_once: host
+// threads sharing a GPU do not race; a failed call is retried next time).
+template <int kMicro, typename T>
+void allow_fused_smem(int device, int optin) {
+  static std::once_flag set_once[C10_COMPILE_TIME_MAX_GPUS];
+  TORCH_CHECK(device >= 0 && device < C10_COMPILE_TIME_MAX_GPUS,
+              "newton_schulz_inverse: unexpected CUDA device index ", device);
+  std::call_once(set_once[device], [&] {
+    const size_t limit = std::min(
+        fused_bytes(cuda::kNsThreads * kMicro, sizeof(T)),
+        static_cast<size_t>(optin) - kStaticReserve);
+    C10_CUDA_CHECK(cudaFuncSetAttribute(
+        cuda::newton_schulz_cuda_kernel<kMicro, T>,
+        cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(limit)));
+  });
+}
+
 // Launches the fused kernel with kMicro x kMicro outputs per thread
-// (m <= 16 * kMicro).
+// (m <= 16 * kMicro); smem_bytes <= the limit allow_fused_smem sets.
 template <int kMicro, typename T>
 void launch_fused(const at::Tensor& a, at::Tensor& x, int m, int num_iters,
-                  int init, size_t smem_bytes, cudaStream_t stream) {
+                  int init, size_t smem_bytes, int optin,
+                  cudaStream_t stream) {
   auto kernel = cuda::newton_schulz_cuda_kernel<kMicro, T>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(smem_bytes)));
+  allow_fused_smem<kMicro, T>(a.device().index(), optin);
   const dim3 block(cuda::kNsThreads, cuda::kNsThreads);
   kernel<<<static_cast<unsigned int>(a.size(0)), block, smem_bytes, stream>>>(
       a.const_data_ptr<T>(), x.mutable_data_ptr<T>(), m, num_iters, init,
@@ -33,24 +63,27 @@ void launch_fused(const at::Tensor& a, at::Tensor& x, int m, int num_iters,
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Shared memory the fused kernel needs (A, X and AX), or 0 when it exceeds
-// what a block of this device may use.
-size_t fused_smem_bytes(int m, size_t elem_size, int device) {
-  if (m > cuda::kNsMaxDim) return 0;
+// The most shared memory a block of `device` may opt in to.
+int smem_optin(int device) {
   int optin = 0;
   C10_CUDA_CHECK(cudaDeviceGetAttribute(
       &optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const size_t bytes =
-      3 * static_cast<size_t>(m) * cuda::ns_leading_dim(m) * elem_size;
-  constexpr size_t kStaticReserve = 1024;  // the kernel's reduction scratch
+  return optin;
+}
+
+// Shared memory the fused kernel needs (A, X and AX), or 0 when it exceeds
+// what a block may use (`optin` bytes).
+size_t fused_smem_bytes(int m, size_t elem_size, int optin) {
+  if (m > cuda::kNsMaxDim) return 0;
+  const size_t bytes = fused_bytes(m, elem_size);
   return bytes + kStaticReserve <= static_cast<size_t>(optin) ? bytes : 0;
 }
 
 at::Tensor newton_schulz_compute(const at::Tensor& a, int64_t num_iters,
                                  int64_t init) {
   const int m = static_cast<int>(a.size(1));
-  const size_t smem =
-      fused_smem_bytes(m, a.element_size(), a.device().index());
+  const int optin = smem_optin(a.device().index());
+  const size_t smem = fused_smem_bytes(m, a.element_size(), optin);
   if (smem == 0 || a.size(0) > INT32_MAX || num_iters > INT32_MAX) {
     return newton_schulz_matmul(a, num_iters, init);
   }
@@ -60,11 +93,11 @@ at::Tensor newton_schulz_compute(const at::Tensor& a, int64_t num_iters,
     const int iters = static_cast<int>(num_iters);
     const int code = static_cast<int>(init);
     if (m <= 16 * 2) {
-      launch_fused<2, scalar_t>(a, x, m, iters, code, smem, stream);
+      launch_fused<2, scalar_t>(a, x, m, iters, code, smem, optin, stream);
     } else if (m <= 16 * 4) {
-      launch_fused<4, scalar_t>(a, x, m, iters, code, smem, stream);
+      launch_fused<4, scalar_t>(a, x, m, iters, code, smem, optin, stream);
     } else {
-      launch_fused<8, scalar_t>(a, x, m, iters, code, smem, stream);
+      launch_fused<8, scalar_t>(a, x, m, iters, code, smem, optin, stream);
     }
   });
   return x;

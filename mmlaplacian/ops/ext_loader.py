@@ -18,6 +18,9 @@ IMPLS = ('auto', 'cpp', 'cuda', 'pytorch')
 _DEVICE_IMPL = {'cpu': 'cpp', 'cuda': 'cuda'}
 _REQUIRED_FUNCS = ('laplace_kernel_forward', 'laplace_kernel_backward',
                    'newton_schulz_forward', 'compiled_devices')
+# ``abi_version`` of the bindings this Python code calls (cuda_ops/pybind.cpp);
+# 2: laplace_kernel_backward takes need_x / need_y.
+EXT_ABI_VERSION = 2
 _BUILD_HINT = ('build it with `pip install --no-build-isolation -e .` or '
                '`python setup.py build_ext --inplace`')
 
@@ -34,6 +37,10 @@ def _load() -> Tuple[Optional[ModuleType], Optional[str]]:
     if missing:
         return None, (f'mmlaplacian._ext is out of date (missing {missing}); '
                       f'rebuild it')
+    abi = getattr(ext, 'abi_version', 1)
+    if abi != EXT_ABI_VERSION:
+        return None, (f'mmlaplacian._ext is out of date (interface version '
+                      f'{abi}, this code needs {EXT_ABI_VERSION}); rebuild it')
     return ext, None
 
 

@@ -53,8 +53,9 @@ class LaplaceKernelFunction(Function):
         x, y, out = ctx.saved_tensors
         _, backward = _kernels(ctx.impl)
         with autocast_disabled(x.device):
-            dx, dy = backward(grad.contiguous(), x, y, out)
-        return (dx if need_x else None), (dy if need_y else None), None
+            # Only the gradients autograd needs are computed.
+            dx, dy = backward(grad.contiguous(), x, y, out, need_x, need_y)
+        return dx, dy, None
 
 
 def _check_inputs(x: object, y: object, autocast: bool) -> None:
@@ -80,8 +81,14 @@ def laplace_kernel(x: torch.Tensor,
     Precision: fp32 and fp64 compute in their own dtype. fp16/bf16 inputs are
     accumulated in fp32 (on CPU they are upcast and the result cast back).
     Under autocast the op computes in fp32 and returns fp32 (fp64 stays
-    fp64), like ``torch.cdist``. NaN inputs give NaN in the affected rows and
-    columns of K and of the gradients.
+    fp64), like ``torch.cdist``.
+
+    Non-finite inputs never raise. NaN in ``x[b, i]`` makes row i of
+    ``K[b]`` NaN, and ``dx[b, i]`` and all of ``dy[b]`` (likewise for y).
+    ±inf in one of ``x[b, i]``, ``y[b, j]`` gives K = 0 in that row (column)
+    and a zero gradient there; inf − inf (the same infinity in one feature
+    of both) gives NaN in that entry of K and in ``dx[b, i]``, ``dy[b, j]``.
+    Only the gradients autograd needs are computed.
 
     Args:
         x (torch.Tensor): (B, N, d) floating-point tensor.

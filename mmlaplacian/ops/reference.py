@@ -7,7 +7,7 @@ O(B·N·M): the L1 distance is accumulated one feature at a time, so no
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
@@ -37,23 +37,33 @@ def laplace_kernel_forward_reference(x: torch.Tensor,
 
 
 def laplace_kernel_backward_reference(
-        grad: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-        out: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    out: torch.Tensor,
+    need_x: bool = True,
+    need_y: bool = True,
+) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
     """Gradients of :func:`laplace_kernel_forward_reference` from its output.
 
     With ``W = grad * K``: ``dx_i = -sum_j W_ij sign(x_i - y_j)`` and
     ``dy_j = +sum_i W_ij sign(x_i - y_j)``, with ``sign(0) = 0``.
 
     Returns:
-        tuple[torch.Tensor, torch.Tensor]: ``(dx, dy)`` shaped like x and y.
+        tuple: ``(dx, dy)`` shaped like x and y; a gradient that is not
+        needed (``need_x`` / ``need_y`` False) is not computed and is None.
     """
     weight = grad * out
-    dx = torch.empty_like(x)
-    dy = torch.empty_like(y)
+    dx = torch.empty_like(x) if need_x else None
+    dy = torch.empty_like(y) if need_y else None
+    if dx is None and dy is None:
+        return None, None
     for c in range(x.shape[2]):
         signed = torch.sign(x[:, :, c, None] - y[:, None, :, c]).mul_(weight)
-        dx[:, :, c] = -signed.sum(2)
-        dy[:, :, c] = signed.sum(1)
+        if dx is not None:
+            dx[:, :, c] = -signed.sum(2)
+        if dy is not None:
+            dy[:, :, c] = signed.sum(1)
     return dx, dy
 
 

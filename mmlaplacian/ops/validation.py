@@ -54,11 +54,27 @@ def compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
 
 
 def autocast_enabled(device: torch.device) -> bool:
-    """Whether autocast is active for the device type of ``device``."""
+    """Whether autocast is active for the device type of ``device``.
+
+    Works on torch 2.4+ (``torch.is_autocast_enabled(device_type)``) and on
+    older torch, which only has per-device functions without arguments.
+    """
     try:
         return torch.is_autocast_enabled(device.type)
-    except (RuntimeError, TypeError):  # a device type autocast does not know
+    except TypeError:  # torch < 2.4: the function takes no device type
+        return _legacy_autocast_enabled(device.type)
+    except RuntimeError:  # a device type autocast does not know
         return False
+
+
+def _legacy_autocast_enabled(device_type: str) -> bool:
+    """Autocast state through torch < 2.4's per-device functions:
+    ``is_autocast_enabled()`` is CUDA's, ``is_autocast_cpu_enabled()`` the
+    CPU's (likewise ``xpu``, ``ipu``, ``hpu``, ...)."""
+    if device_type == 'cuda':
+        return bool(torch.is_autocast_enabled())
+    query = getattr(torch, f'is_autocast_{device_type}_enabled', None)
+    return bool(query()) if query is not None else False
 
 
 def autocast_disabled(device: torch.device) -> ContextManager:

@@ -1,6 +1,3 @@
-from .markdown_table import markdown_table
 from .torch_load_compat import install_mmengine_checkpoint_fix, torch_load_full
 
-__all__ = [
-    'install_mmengine_checkpoint_fix', 'markdown_table', 'torch_load_full'
-]
+__all__ = ['install_mmengine_checkpoint_fix', 'torch_load_full']

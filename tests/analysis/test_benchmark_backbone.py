@@ -2,17 +2,28 @@
 import pytest
 
 
-def test_tiny_case(load_tool, tmp_path, capsys):
+def params_m(tool, model):
+    built = tool.build_backbone(model)
+    return sum(p.numel() for p in built.parameters()) / 1e6
+
+
+def test_small_cases(load_tool, tmp_path, capsys):
     tool = load_tool('benchmark_backbone')
     results = tool.main([
-        '--models', 'lf_tiny', 'resnet50', '--sizes', '64x64', '--modes',
-        'fwd', '--devices', 'cpu', '--repeat', '1', '--warmup', '0',
+        '--models', 'resnet50', '--sizes', '64x64', '256x256', '--modes',
+        'fwd', '--device', 'cpu', '--repeat', '2', '--warmup', '1',
         '--threads', '1', '--out-dir', str(tmp_path)
     ])
     out = capsys.readouterr().out
-    assert [r['status'] for r in results] == ['ok', 'ok'], results
-    assert 'LaplacianFormer-T' in out and 'ResNet-50' in out
-    assert all(r['seconds'] > 0 and r['peak_mb'] > 0 for r in results)
+    assert [r['status'] for r in results] == ['ok'] * 2, results
+    assert 'ResNet-50' in out
+    small, large = sorted(results, key=lambda r: r['size'][0])
+    # The case ran the model it names: its parameters are that backbone's.
+    assert small['params_m'] == pytest.approx(params_m(tool, 'resnet50'))
+    assert len(small['times']) == 2
+    # 16x the arithmetic at 256x256 (fixed per-layer costs weigh at 64x64):
+    # one thread's CPU time grows by more than any disturbance explains.
+    assert large['cpu_seconds'] > 2.5 * small['cpu_seconds'], results
     for name in ('results.json', 'benchmark.md', 'time.png', 'memory.png'):
         assert (tmp_path / name).stat().st_size > 0
 
@@ -34,6 +45,7 @@ def test_allocators_run_side_by_side(load_tool, tmp_path, capsys):
     ])
     assert [(r['allocator'], r['status']) for r in results] == [
         ('default', 'ok'), ('no-mmap', 'ok')]
+    assert results[0]['params_m'] == pytest.approx(params_m(tool, 'lf_tiny'))
     out = capsys.readouterr().out
     assert 'LaplacianFormer-T [no-mmap]' in out
     assert tool.series_label(dict(model='lf_tiny')) == 'LaplacianFormer-T'

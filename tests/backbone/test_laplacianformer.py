@@ -49,7 +49,8 @@ def test_out_indices_select_stages():
     model = LaplacianFormer('tiny', out_indices=(1, 3)).eval()
     outs = model(torch.rand(1, 3, 64, 64))
     assert [o.shape[1] for o in outs] == [128, 512]
-    assert not hasattr(model, 'norm0') and hasattr(model, 'norm3')
+    assert [stage.norm is not None for stage in model.stages] == [
+        False, True, False, True]
 
 
 def test_every_parameter_gets_a_gradient():
@@ -60,27 +61,37 @@ def test_every_parameter_gets_a_gradient():
     assert missing == []
 
 
-def test_frozen_stages_freeze_exactly_what_they_say():
-    model = _tiny(frozen_stages=2)
+@pytest.mark.parametrize('frozen_stages', [0, 2])
+def test_frozen_stages_freeze_exactly_what_they_say(frozen_stages):
+    model = _tiny(frozen_stages=frozen_stages)
     model.train()
-    frozen_prefixes = ('stem.', 'stages.0.', 'stages.1.', 'downsamples.0.',
-                       'norm0.', 'norm1.', 'pos_embeds.0', 'pos_embeds.1')
+    frozen_prefixes = ('stages.0.downsample.', ) if frozen_stages == 0 else \
+        tuple(f'stages.{i}.' for i in range(frozen_stages))
     for name, param in model.named_parameters():
         assert param.requires_grad == (not name.startswith(frozen_prefixes)), \
             name
-    assert not model.stem.training and not model.stages[1].training
-    assert model.stages[2].training and model.downsamples[1].training
+    assert not model.stages[0].downsample.training
+    assert model.stages[frozen_stages].blocks.training
+    assert model.stages[3].training
     before = copy.deepcopy(model.state_dict())
-    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad],
-                          lr=0.1)
-    sum(o.mean() for o in model(torch.rand(2, 3, 64, 64))).backward()
+    # Adam moves every parameter with a non-zero gradient by about lr.
+    opt = torch.optim.Adam(
+        [p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    sum(o.square().mean() for o in model(torch.rand(2, 3, 64, 64))).backward()
     opt.step()
     after = model.state_dict()
+    moved = []
     for key in before:
         same = torch.equal(before[key], after[key])
         # BN running stats of frozen stages must not move either.
         if key.startswith(frozen_prefixes):
             assert same, key
+        elif not same:
+            moved.append(key)
+    # Every trainable tensor of the unfrozen stages did move.
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and trainable <= set(moved), sorted(trainable -
+                                                          set(moved))[:5]
 
 
 def test_norm_eval_keeps_batchnorm_in_eval():
@@ -107,31 +118,29 @@ def test_with_cp_same_outputs_and_gradients():
             grads[0][name], grads[1][name], rtol=1e-5, atol=1e-6)
 
 
-def test_train_and_eval_outputs_match_without_dropout():
+def test_train_and_eval_differ_only_by_batchnorm_and_dropout():
+    """Per-sample whitening: no train/eval difference of its own. BatchNorm
+    (batch statistics) and DropPath do differ, so the check can fail."""
+    x = torch.rand(2, 3, 64, 64)
+    model = _tiny()
+    model.train()
+    train_outs = model(x)
+    eval_outs = model.eval()(x)
+    assert any(not torch.allclose(a, b) for a, b in zip(train_outs,
+                                                        eval_outs))
     model = _tiny(norm_eval=True)
-    x = torch.rand(1, 3, 64, 64)
-    train_outs = model.train()(x)
+    model.train()
+    train_outs = model(x)
     eval_outs = model.eval()(x)
     for a, b in zip(train_outs, eval_outs):
         torch.testing.assert_close(a, b)
-
-
-def test_inference_paths_match_the_autograd_path():
-    """Chunked attention/MLPs and folded BN (no autograd) change no output."""
-    torch.manual_seed(0)
-    model = LaplacianFormer(
-        'tiny', drop_path_rate=0., inference_chunk_tokens=300).eval()
-    for module in model.modules():  # non-trivial BN statistics to fold
-        if isinstance(module, _BatchNorm):
-            module.running_mean.uniform_(-0.5, 0.5)
-            module.running_var.uniform_(0.5, 2.0)
-    x = torch.randn(2, 3, 150, 211)  # stage 1: 38x53 = 2014 tokens
-    reference = [out.detach() for out in model(x)]  # autograd: one pass
-    with torch.no_grad():
-        fast = model(x)
-    for ref, out in zip(reference, fast):
-        assert out.is_contiguous()
-        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    stochastic = LaplacianFormer('tiny', drop_path_rate=0.5, norm_eval=True)
+    stochastic.train()
+    torch.manual_seed(3)
+    first = stochastic(x)
+    torch.manual_seed(4)
+    second = stochastic(x)
+    assert not torch.allclose(first[-1], second[-1])
 
 
 @pytest.mark.parametrize('layout', [
@@ -172,11 +181,11 @@ def test_position_embeddings_are_resized_on_load(tmp_path):
     target = LaplacianFormer(
         'tiny', init_cfg=dict(type='Pretrained', checkpoint=str(path)))
     target.init_weights()
-    assert target.pos_embeds[0].shape == (1, 64, 56, 56)
+    assert target.stages[0].pos_embed.shape == (1, 64, 56, 56)
     expected = torch.nn.functional.interpolate(
-        source.pos_embeds[0].detach(), size=(56, 56), mode='bilinear',
+        source.stages[0].pos_embed.detach(), size=(56, 56), mode='bilinear',
         align_corners=False)
-    torch.testing.assert_close(target.pos_embeds[0].detach(), expected)
+    torch.testing.assert_close(target.stages[0].pos_embed.detach(), expected)
 
 
 def test_checkpoint_filter_is_idempotent():

@@ -93,15 +93,16 @@ def test_soft_checkpoint_counts_and_values(converter, tmp_path):
     state = out['state_dict']
     assert all(k.startswith('backbone.') for k in state)
     kv = ema['block2.1.attn.kv.weight']
-    assert torch.equal(state['backbone.stages.1.1.attn.v.weight'], kv[128:])
-    assert torch.equal(state['backbone.stages.1.1.attn.q.weight'],
+    assert torch.equal(state['backbone.stages.1.blocks.1.attn.v.weight'], kv[128:])
+    assert torch.equal(state['backbone.stages.1.blocks.1.attn.q.weight'],
                        ema['block2.1.attn.q.weight'])
     qkv = torch.cat(
         [ema['block4.1.attn.q.bias'], ema['block4.1.attn.kv.bias']])
-    assert torch.equal(state['backbone.stages.3.1.attn.qkv.bias'], qkv)
+    assert torch.equal(state['backbone.stages.3.blocks.1.attn.qkv.bias'], qkv)
     pos = ema['pos_embed4'][:, 1:].reshape(1, 7, 7, 512).permute(0, 3, 1, 2)
-    assert torch.equal(state['backbone.pos_embeds.3'], pos)
-    assert torch.equal(state['backbone.norm3.weight'], ema['norm.weight'])
+    assert torch.equal(state['backbone.stages.3.pos_embed'], pos)
+    assert torch.equal(state['backbone.stages.3.norm.weight'],
+                       ema['norm.weight'])
 
     # The output loads into the detection backbone as it is.
     model = LaplacianFormer(

@@ -38,8 +38,14 @@ Output in ``--out-dir``: ``results.json``, ``benchmark.md`` (tables) and
 ``time.png`` / ``memory.png`` (log-log against pixel count, with reference
 slopes 1 and 2).
 
+The subprocesses, memory readings, idle wait and timing loop are those of
+``benchmark_harness.py``; on CUDA every pass is synchronised before and
+after it is timed.
+
 Examples:
     python tools/analysis_tools/benchmark_backbone.py --modes fwd
+    python tools/analysis_tools/benchmark_backbone.py --device cuda \
+        --models lf_tiny swin_t --sizes 800x1344 1600x2688
     python tools/analysis_tools/benchmark_backbone.py --models lf_tiny \\
         resnet50 --sizes 64x64 --repeat 1 --warmup 0 --out-dir /tmp/bench
 """
@@ -50,15 +56,17 @@ import json
 import math
 import os
 import os.path as osp
-import statistics
-import subprocess
 import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-# The zoo lives next to this script (also used by qk_distance.py).
+# The zoo and the harness live next to this script.
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from backbone_zoo import LABELS, MODEL_ZOO, build_backbone  # noqa: E402
+from benchmark_harness import (current_rss_mb, peak_rss_mb,  # noqa: E402
+                               run_in_subprocess, time_passes, wait_for_idle,
+                               worker_main)
+from markdown_table import markdown_table  # noqa: E402
 
 MODES = ('fwd', 'fwdbwd')
 # Environment of a case's subprocess per ``--allocators`` entry. glibc
@@ -104,7 +112,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '--fwdbwd-max-pixels', type=float, default=None,
         help='run fwdbwd only for sizes with at most this many pixels')
     parser.add_argument(
-        '--devices', default='auto',
+        '--devices', '--device', dest='devices', default='auto',
         help="comma-separated cpu,cuda; 'auto': cpu, plus cuda if present")
     parser.add_argument('--repeat', type=int, default=3,
                         help='timed passes (median)')
@@ -169,19 +177,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 # ----------------------------------------------------------------- worker
-def current_rss_mb() -> float:
-    """Resident set size of this process now, in MB (Linux)."""
-    with open('/proc/self/statm') as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf('SC_PAGE_SIZE') / 2**20
-
-
-def peak_rss_mb() -> float:
-    """Whole-process peak resident set size so far, in MB (Linux: KiB)."""
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def run_case(spec: dict) -> dict:
     """Time one (model, size, mode, device) case in this process."""
     import torch
@@ -201,8 +196,6 @@ def run_case(spec: dict) -> dict:
             if train:
                 sum(out.float().mean() for out in outs).backward()
                 model.zero_grad(set_to_none=True)
-        if cuda:
-            torch.cuda.synchronize(device)
 
     if cuda:
         torch.cuda.synchronize(device)
@@ -211,22 +204,14 @@ def run_case(spec: dict) -> dict:
     else:
         base_mb = current_rss_mb()
 
-    def timed(count: int) -> Tuple[List[float], List[float]]:
-        walls, cpus = [], []
-        for _ in range(count):
-            start, cpu_start = time.perf_counter(), time.process_time()
-            one_pass()
-            walls.append(time.perf_counter() - start)
-            cpus.append(time.process_time() - cpu_start)
-        return walls, cpus
-
-    times, cpu_times = timed(spec['warmup'])
+    passes = time_passes([one_pass], spec['warmup'], device)
     repeat = spec['repeat']
-    if times:  # a slow case gets fewer passes; none if warm-up was too slow
-        repeat = max(0, min(repeat, int(spec['case_budget'] / times[-1])))
+    if passes.passes:  # a slow case gets fewer passes; none if too slow
+        repeat = max(0, min(repeat,
+                            int(spec['case_budget'] / passes.wall[0][-1])))
     cold = repeat == 0
     if not cold:
-        times, cpu_times = timed(repeat)
+        passes = time_passes([one_pass], repeat, device)
     if cuda:
         peak_mb = torch.cuda.max_memory_allocated(device) / 2**20
     else:
@@ -234,11 +219,11 @@ def run_case(spec: dict) -> dict:
     result = dict(
         spec,
         status='ok',
-        seconds=statistics.median(times),
-        times=times,
-        cpu_seconds=statistics.median(cpu_times),
+        seconds=passes.median(),
+        times=passes.wall[0],
+        cpu_seconds=passes.median_cpu(),
         cold=cold,
-        repeat=len(times),
+        repeat=passes.passes,
         peak_mb=peak_mb,
         delta_mb=max(0., peak_mb - base_mb),
         params_m=sum(p.numel() for p in model.parameters()) / 1e6)
@@ -253,71 +238,14 @@ def run_case(spec: dict) -> dict:
     return result
 
 
-def worker_main(spec_json: str) -> None:
-    """Entry point of a case subprocess: prints ``RESULT <json>``."""
-    spec = json.loads(spec_json)
-    try:
-        result = run_case(spec)
-    except (MemoryError, RuntimeError) as err:
-        message = str(err).splitlines()[0] if str(err) else repr(err)
-        oom = isinstance(err, MemoryError) or 'out of memory' in message \
-            or "can't allocate memory" in message.lower()
-        result = dict(spec, status='oom' if oom else 'error', message=message)
-    print('RESULT ' + json.dumps(result), flush=True)
-
-
 # ----------------------------------------------------------------- parent
 def launch(spec: dict, timeout: float) -> dict:
     """Run one case in a subprocess; never raises for a failing case."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(spec['threads']),
-               MKL_NUM_THREADS=str(spec['threads']))
-    env.update(ALLOCATOR_ENV[spec.get('allocator', 'default')])
-    cmd = [sys.executable, osp.abspath(__file__), '--worker', json.dumps(spec)]
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return dict(spec, status='timeout', message=f'> {timeout:g} s')
-    if spec.get('profile'):
-        print(proc.stdout)
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith('RESULT '):
-            return json.loads(line[len('RESULT '):])
-    if proc.returncode in (-9, 137):
-        return dict(spec, status='oom', message='killed (SIGKILL: out of '
-                    'memory?)')
-    tail = (proc.stderr.strip().splitlines() or ['no output'])[-1]
-    return dict(spec, status='error',
-                message=f'exit {proc.returncode}: {tail}')
-
-
-def busy_cores(interval: float = 1.) -> float:
-    """Cores kept busy by all processes over ``interval`` (``/proc/stat``)."""
-
-    def sample() -> Tuple[int, int]:
-        with open('/proc/stat') as f:
-            values = [int(v) for v in f.readline().split()[1:]]
-        idle = values[3] + values[4]  # idle + iowait
-        return sum(values) - idle, sum(values)
-
-    busy0, total0 = sample()
-    time.sleep(interval)
-    busy1, total1 = sample()
-    cores = os.cpu_count() or 1
-    return cores * (busy1 - busy0) / max(1, total1 - total0)
-
-
-def wait_for_idle(max_seconds: float, idle_cores: float) -> float:
-    """Wait until the machine is idle (or ``max_seconds`` pass).
-
-    Returns:
-        float: The busy cores measured last.
-    """
-    deadline = time.perf_counter() + max_seconds
-    busy = busy_cores()
-    while busy > idle_cores and time.perf_counter() < deadline:
-        busy = busy_cores(5.)
-    return busy
+    env = dict(OMP_NUM_THREADS=str(spec['threads']),
+               MKL_NUM_THREADS=str(spec['threads']),
+               **ALLOCATOR_ENV[spec.get('allocator', 'default')])
+    return run_in_subprocess(__file__, spec, timeout, env,
+                             echo=bool(spec.get('profile')))
 
 
 def disturbed(result: dict) -> bool:
@@ -408,7 +336,6 @@ def format_tables(results: List[dict], markdown: bool,
         title = (f'{device}, {mode}, {threads} thread(s): median {what} / '
                  'Δ peak memory (whole-process peak)')
         if markdown:
-            from mmlaplacian.utils import markdown_table
             lines = [f'**{title}**', '', markdown_table(header, rows)]
         else:
             widths = [max(len(str(x)) for x in col)
@@ -535,7 +462,7 @@ def run_cases(specs: List[dict], args: argparse.Namespace) -> List[dict]:
 def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
     args = parse_args(argv)
     if args.worker:
-        worker_main(args.worker)
+        worker_main(run_case, args.worker)
         return []
     os.makedirs(args.out_dir, exist_ok=True)
     if args.report_only:

@@ -17,12 +17,13 @@ Examples:
 import argparse
 import os.path as osp
 import sys
-import time
 from typing import Dict, Iterator, Sequence
 
-# Run from a source checkout without installing: the repository root first.
+# The harness lives next to this script; the repository root comes next so
+# that a source checkout runs without installing.
 sys.path.insert(0,
                 osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 
 import torch  # noqa: E402
 import mmlaplacian  # noqa: E402,F401
@@ -31,6 +32,9 @@ from mmdet.structures import DetDataSample  # noqa: E402
 from mmengine.config import Config, DictAction  # noqa: E402
 from mmengine.registry import init_default_scope  # noqa: E402
 from mmengine.runner import Runner, load_checkpoint  # noqa: E402
+
+from benchmark_harness import time_passes  # noqa: E402
+from markdown_table import markdown_table  # noqa: E402
 
 from mmlaplacian.engine import read_config  # noqa: E402
 
@@ -90,42 +94,21 @@ def dataset_batches(cfg: Config) -> Iterator[dict]:
         yield from loader
 
 
-def synchronize(device: torch.device) -> None:
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
-
-
 def benchmark(model: torch.nn.Module, batches: Iterator[dict],
               num_images: int, warmup: int,
               device: torch.device) -> Dict[str, float]:
-    """Time ``model.test_step`` per image.
+    """Time ``model.test_step`` per image; loading a batch is timed apart.
 
     Returns:
         dict: ``model_s`` and ``data_s`` (total timed seconds), ``images``.
     """
-    model_s = data_s = 0.
+    phases = [lambda: next(batches), model.test_step]
+    sync = device if device.type == 'cuda' else None
     with torch.no_grad():
-        for index in range(warmup + num_images):
-            start = time.perf_counter()
-            batch = next(batches)
-            loaded = time.perf_counter()
-            model.test_step(batch)
-            synchronize(device)
-            done = time.perf_counter()
-            if index >= warmup:
-                data_s += loaded - start
-                model_s += done - loaded
-    return dict(model_s=model_s, data_s=data_s, images=num_images)
-
-
-def format_table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [
-        '| ' + ' | '.join(c.ljust(w) for c, w in zip(row, widths)) + ' |'
-        for row in rows
-    ]
-    lines.insert(1, '|' + '|'.join('-' * (w + 2) for w in widths) + '|')
-    return '\n'.join(lines)
+        time_passes(phases, warmup, sync)
+        times = time_passes(phases, num_images, sync)
+    return dict(model_s=sum(times.wall[1]), data_s=sum(times.wall[0]),
+                images=num_images)
 
 
 def main(argv: Sequence[str] = None) -> Dict[str, float]:
@@ -152,16 +135,16 @@ def main(argv: Sequence[str] = None) -> Dict[str, float]:
     source = ('random {}x{}'.format(*args.shape)
               if args.shape else 'test dataset')
     per_image = result['model_s'] / result['images']
+    header = ('config', 'device', 'threads', 'input', 'params (M)', 'images',
+              'warm-up', 'ms / image', 'images / s', 'data ms / image')
     rows = [
-        ('config', 'device', 'threads', 'input', 'params (M)', 'images',
-         'warm-up', 'ms / image', 'images / s', 'data ms / image'),
         (osp.basename(args.config), str(device),
          str(torch.get_num_threads()), source, f'{params:.1f}',
          str(result['images']), str(args.warmup), f'{per_image * 1e3:.1f}',
          f'{1 / per_image:.2f}',
          f'{result["data_s"] / result["images"] * 1e3:.1f}'),
     ]
-    print(format_table(rows))
+    print(markdown_table(header, rows))
     result.update(images_per_s=1 / per_image, params_m=params)
     return result
 

@@ -27,17 +27,22 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import os.path as osp
 import random
-import resource
 import statistics
-import subprocess
 import sys
-import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
+
+# The harness lives next to this script; the repository root comes next so
+# that a source checkout runs without installing.
+sys.path.insert(0,
+                osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from benchmark_harness import (current_rss_mb, peak_rss_mb,  # noqa: E402
+                               run_in_subprocess, time_passes, worker_main)
+from markdown_table import markdown_table  # noqa: E402
 
 LAPLACE_SHAPES = [(4, 3136, 49, 32), (4, 66800, 49, 32), (4, 66800, 128, 32)]
 NS_SIZES = [49, 128, 256]
@@ -94,22 +99,6 @@ def parse_args() -> argparse.Namespace:
 # ------------------------------------------------------------ measurement --
 
 
-def _sync(device: str) -> None:
-    if device == 'cuda':
-        torch.cuda.synchronize()
-
-
-def _rss_bytes() -> int:
-    """Current resident set size of this process."""
-    with open('/proc/self/statm') as f:
-        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
-
-
-def _peak_rss_bytes() -> int:
-    # ru_maxrss is in KiB on Linux.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def _time_fwd_bwd(make_out: Callable[[], torch.Tensor],
                   inputs: List[torch.Tensor],
                   repeat: int,
@@ -117,27 +106,23 @@ def _time_fwd_bwd(make_out: Callable[[], torch.Tensor],
                   warmup: bool = True) -> Tuple[float, float]:
     """Median forward and backward seconds over ``repeat`` runs (after one
     untimed warm-up run unless ``warmup`` is False)."""
-    fwd, bwd = [], []
-    grad = None
-    first = 1 if warmup else 0
-    for step in range(repeat + first):
+    grads: Dict[str, torch.Tensor] = {}
+
+    def forward() -> torch.Tensor:
         for t in inputs:
             t.grad = None
-        _sync(device)
-        t0 = time.perf_counter()
-        out = make_out()
-        _sync(device)
-        t1 = time.perf_counter()
-        if grad is None:
-            grad = torch.ones_like(out)
-        out.backward(grad)
-        _sync(device)
-        t2 = time.perf_counter()
-        del out
-        if step >= first:
-            fwd.append(t1 - t0)
-            bwd.append(t2 - t1)
-    return statistics.median(fwd), statistics.median(bwd)
+        return make_out()
+
+    def backward(out: torch.Tensor) -> None:
+        if 'ones' not in grads:  # made once, on the first (warm-up) pass
+            grads['ones'] = torch.ones_like(out)
+        out.backward(grads['ones'])
+
+    sync_device = device if device == 'cuda' else None
+    if warmup:
+        time_passes([forward, backward], 1, sync_device)
+    times = time_passes([forward, backward], repeat, sync_device)
+    return times.median(0), times.median(1)
 
 
 def _laplace_fn(impl: str) -> Callable:
@@ -170,12 +155,13 @@ def run_case(case: dict) -> dict:
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     else:
-        base = _rss_bytes()
+        base = current_rss_mb() * 2**20
     fwd, bwd = _time_fwd_bwd(make_out, inputs, case['repeat'], device)
     if device == 'cuda':
         peak = torch.cuda.max_memory_allocated() - base
     else:
-        peak = _peak_rss_bytes() - base if case.get('subprocess') else None
+        peak = (peak_rss_mb() * 2**20 -
+                base if case.get('subprocess') else None)
     return dict(case, fwd=fwd, bwd=bwd, peak=peak)
 
 
@@ -213,15 +199,9 @@ def run_newton_schulz_case(case: dict) -> dict:
         ])
 
 
-def run_in_subprocess(case: dict) -> dict:
+def run_isolated(case: dict) -> dict:
     """Run a case in a fresh interpreter so its peak RSS is its own."""
-    cmd = [sys.executable, os.path.abspath(__file__), '--worker',
-           json.dumps(dict(case, subprocess=True))]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return dict(case, error=proc.stderr.strip().splitlines()[-1]
-                    if proc.stderr.strip() else f'exit {proc.returncode}')
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_in_subprocess(__file__, dict(case, subprocess=True))
 
 
 # ---------------------------------------------------------------- reports --
@@ -252,7 +232,6 @@ def print_table(title: str, header: List[str], rows: List[List[str]],
                 markdown: bool) -> None:
     print()
     if markdown:
-        from mmlaplacian.utils import markdown_table
         print(f'#### {title}\n')
         print(markdown_table(header, rows))
     else:
@@ -267,19 +246,26 @@ def print_table(title: str, header: List[str], rows: List[List[str]],
     sys.stdout.flush()
 
 
+def _ok(result: dict) -> bool:
+    return result.get('status', 'ok') == 'ok'
+
+
+def _failure(result: dict) -> str:
+    return f"{result['status']}: {result.get('message', '')}"
+
+
 def laplace_rows(results: List[dict], peak_tflops: Optional[float],
                  device: str) -> Tuple[List[str], List[List[str]]]:
     header = ['impl', 'fwd ms', 'bwd ms', 'fwd+bwd ms', 'vs cdist',
               'peak MB', 'fwd Gelem/s', 'bwd Gelem/s']
     if device == 'cuda':
         header.append('fwd % fp32 peak')
-    base = next((r for r in results if r['impl'] == 'cdist' and 'error'
-                 not in r), None)
+    base = next((r for r in results if r['impl'] == 'cdist' and _ok(r)),
+                None)
     rows = []
     for r in results:
-        if 'error' in r:
-            rows.append([r['impl'], 'error: ' + r['error']] + ['-'] *
-                        (len(header) - 2))
+        if not _ok(r):
+            rows.append([r['impl'], _failure(r)] + ['-'] * (len(header) - 2))
             continue
         batch, n, m, d = r['shape']
         elems = batch * n * m * d
@@ -304,12 +290,12 @@ def ns_rows(results: List[dict]) -> Tuple[List[str], List[List[str]]]:
     # best run is the steadier basis for the comparison.
     header = ['impl', 'fwd ms', 'fwd ms (best)', 'vs pytorch (best fwd)',
               'bwd ms', 'fwd+bwd ms']
-    base = next((r for r in results if r['impl'] == 'pytorch' and 'error'
-                 not in r), None)
+    base = next((r for r in results if r['impl'] == 'pytorch' and _ok(r)),
+                None)
     rows = []
     for r in results:
-        if 'error' in r:
-            rows.append([r['impl'], 'error: ' + r['error']] + ['-'] * 4)
+        if not _ok(r):
+            rows.append([r['impl'], _failure(r)] + ['-'] * 4)
             continue
         speedup = f"{base['fwd_best'] / r['fwd_best']:.2f}x" if base else '-'
         rows.append([
@@ -322,7 +308,7 @@ def ns_rows(results: List[dict]) -> Tuple[List[str], List[List[str]]]:
 def main() -> None:
     args = parse_args()
     if args.worker:
-        print(json.dumps(run_case(json.loads(args.worker))))
+        worker_main(run_case, args.worker)
         return
     if args.device == 'cuda' and not torch.cuda.is_available():
         sys.exit('benchmark_ops: --device cuda needs a CUDA device')
@@ -336,7 +322,7 @@ def main() -> None:
               if args.shapes else LAPLACE_SHAPES)
     ns_sizes = [int(v) for v in args.ns_sizes.split(',') if v.strip()]
     isolate = args.device == 'cpu' and not args.in_process
-    runner = run_in_subprocess if isolate else run_case
+    runner = run_isolated if isolate else run_case
 
     from mmlaplacian.ops import ext_info
     print(f'torch {torch.__version__}, device {args.device}, dtype '
@@ -363,7 +349,8 @@ def main() -> None:
             dict(common, op='newton_schulz', impls=['pytorch', compiled],
                  shape=[args.ns_batch, m], repeat=args.ns_repeat))
         results = case.get('results') or [
-            dict(impl=impl, error=case['error'])
+            dict(impl=impl, status=case['status'],
+                 message=case.get('message', ''))
             for impl in case['impls']
         ]
         header, rows = ns_rows(results)

@@ -1,11 +1,10 @@
 """FLOPs and parameters of a classifier or detector config.
 
-The model is traced by mmengine's ``FlopAnalyzer`` (the counter behind
-``get_model_complexity_info``; one multiply-accumulate = one FLOP, as in the
-PVT/SOFT/Swin papers). The tracer cannot see our fused attention ops, so
-every attention module's traced FLOPs are *replaced* by its analytic count
-(see ``mmlaplacian/analysis/model_flops.py``): the q/v/proj linears and the
-depthwise conv, which the tracer does see, are therefore not counted twice.
+The built model is traced by mmengine's ``FlopAnalyzer`` (the counter
+behind ``get_model_complexity_info``; one multiply-accumulate = one FLOP, as
+in the PVT/SOFT/Swin papers), with handles for the ops it does not know:
+our fused Laplacian-kernel and Newton–Schulz ops, softmax attention and the
+whitening (see ``flop_handles.py`` beside this script).
 
 Detector FLOPs are those of ``mode='tensor'`` (backbone, neck, heads; no
 post-processing); the RoI heads of two-stage detectors depend on how many
@@ -21,6 +20,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os.path as osp
+import sys
 from functools import partial
 from typing import Optional, Sequence, Tuple
 
@@ -29,8 +30,21 @@ import torch.nn as nn
 from mmengine.config import Config, DictAction
 from mmengine.registry import init_default_scope
 
-from mmlaplacian.analysis import ModelFlops, count_model_flops
-from mmlaplacian.engine import read_config
+# The FLOP counter lives beside this script; the repository root comes next
+# so that a source checkout runs without installing.
+sys.path.insert(0,
+                osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from flop_handles import (BADDBMM, EXACT_INVERSE,  # noqa: E402
+                          LAPLACE_KERNEL, NEWTON_SCHULZ, SOFTMAX_ATTENTION,
+                          WHITENING_VARIANCE)
+from markdown_table import markdown_table  # noqa: E402
+from model_flops import ModelFlops, count_model_flops  # noqa: E402
+
+from mmlaplacian.engine import read_config  # noqa: E402
+
+OUR_OPS = (LAPLACE_KERNEL, NEWTON_SCHULZ, EXACT_INVERSE, WHITENING_VARIANCE,
+           BADDBMM, SOFTMAX_ATTENTION)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -98,29 +112,31 @@ def count(cfg: Config, shape: Optional[Sequence[int]] = None
     else:
         inputs, samples = torch.rand(1, 3, *shape), None
     model.forward = partial(model.forward, data_samples=samples, mode='tensor')
-    with torch.no_grad():
-        result = count_model_flops(model, (inputs, ))
+    result = count_model_flops(model, (inputs, ))
     return result, tuple(inputs.shape[-2:])
 
 
 def format_table(result: ModelFlops, shape: Tuple[int, int]) -> str:
     """Markdown table of params and GFLOPs per top-level module."""
+    rows = [[name, f'{result.params_by_module[name] / 1e6:.2f}',
+             f'{flops / 1e9:.3f}']
+            for name, flops in result.flops_by_module.items()
+            if flops or result.params_by_module[name]]
+    rows.append(['**total**', f'**{result.params / 1e6:.2f}**',
+                 f'**{result.flops / 1e9:.3f}**'])
     lines = [
         f'input 1x3x{shape[0]}x{shape[1]}; FLOPs are multiply-accumulates',
-        '', '| module | params (M) | GFLOPs |', '|---|---:|---:|'
+        '', markdown_table(['module', 'params (M)', 'GFLOPs'], rows, 'lrr')
     ]
-    for name, flops in result.flops_by_module.items():
-        params = result.params_by_module[name]
-        if flops or params:
-            lines.append(
-                f'| {name} | {params / 1e6:.2f} | {flops / 1e9:.3f} |')
-    lines.append(f'| **total** | **{result.params / 1e6:.2f}** | '
-                 f'**{result.flops / 1e9:.3f}** |')
+    ours = [(op, result.by_operator.get(op, 0)) for op in OUR_OPS]
     lines += [
-        '', f'attention: {result.attention_traced / 1e9:.3f} GFLOPs seen by '
-        f'the tracer, replaced by {result.attention_analytic / 1e9:.3f} '
-        f'analytic (tracer total {result.traced_flops / 1e9:.3f})'
+        '', 'counted by our op handles (GFLOPs): ' + ', '.join(
+            f'{op} {flops / 1e9:.3f}' for op, flops in ours if flops)
     ]
+    if result.uncounted_python_ops:
+        # mmcv's RoIAlign and NMS land here, uncounted as in mmdet's tool.
+        lines.append('not counted (custom ops without a FLOP handle): '
+                     f'{dict(result.uncounted_python_ops)}')
     return '\n'.join(lines)
 
 

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence
 # The log parser lives next to this script.
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from analyze_logs import load_scalars  # noqa: E402
+from markdown_table import markdown_table  # noqa: E402
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DEFAULT_CONFIG = 'configs/quickstart/mask_rcnn_lf_tiny_synthetic.py'
@@ -91,7 +92,7 @@ def ensure_data(args: argparse.Namespace) -> None:
     """Generate the synthetic dataset unless a complete one of this image
     size and seed is there."""
     sys.path.insert(0, REPO_ROOT)
-    from mmlaplacian.datasets import is_complete
+    from tools.dataset_converters.synthetic_shapes import is_complete
     if is_complete(args.data, args.image_size, 0):
         return
     subprocess.run([
@@ -209,7 +210,6 @@ def format_table(runs: List[dict]) -> str:
                 for k in METRICS
             ] + ['', '']
             rows.append(cells)
-    from mmlaplacian.utils import markdown_table
     return markdown_table(header, rows) + '\n'
 
 

@@ -1,11 +1,13 @@
 """Markdown table of params / FLOPs of the five variants as classifiers.
 
-Counts are analytic (``mmlaplacian.analysis.classifier_complexity``: the
-ImageNet classifier of ``configs/imagenet``, 1000-class head, default
-attention settings) and set beside the figures published for LaplacianFormer.
-A column leaves out the Newton–Schulz inverse (``iters · 2m³`` per head and
-block, independent of the image size), which jit-based counters cannot see;
-``--verify`` also builds each backbone and checks the parameter count.
+Each ImageNet classifier of ``configs/imagenet`` (1000-class head, default
+attention settings) is built and traced by ``get_flops.py``'s counter
+(mmengine's ``FlopAnalyzer`` with handles for our ops), and its figures are
+set beside those published for LaplacianFormer. A column leaves out the
+Newton–Schulz inverse (``iters · 2m³`` per head and block, independent of
+the image size). ``--verify`` also checks that the parameter count is
+``sum(p.numel())``, that the trace met no custom op without a FLOP handle
+and that the Newton–Schulz handle fired.
 
 Example:
     python tools/analysis_tools/model_complexity_table.py --shape 224 224
@@ -13,10 +15,20 @@ Example:
 from __future__ import annotations
 
 import argparse
+import os.path as osp
+import sys
 from typing import Dict, Optional, Sequence, Tuple
 
-from mmlaplacian.analysis import classifier_complexity
-from mmlaplacian.models import LaplacianFormer
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from get_flops import build_model, count  # noqa: E402
+from markdown_table import markdown_table  # noqa: E402
+from model_flops import ModelFlops  # noqa: E402
+
+from mmlaplacian.engine import read_config  # noqa: E402
+
+CONFIG_DIR = osp.join(
+    osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs',
+    'imagenet')
 
 ARCHS = ('tiny', 'small', 'medium', 'large', 'huge')
 # (params in M, GFLOPs) reported by the LaplacianFormer paper; None: not
@@ -40,35 +52,54 @@ def _delta(ours: float, ref: Optional[float]) -> str:
     return '' if ref is None else f' ({100 * (ours - ref) / ref:+.1f}%)'
 
 
+def classifier_flops(arch: str, shape: Tuple[int, int],
+                     verify: bool = False) -> ModelFlops:
+    """Build the ImageNet classifier of ``arch`` and count it at ``shape``.
+
+    Raises:
+        AssertionError: With ``verify``, when the parameters are not
+            ``sum(p.numel())``, a custom op went uncounted or no
+            Newton–Schulz FLOPs were found.
+    """
+    cfg = read_config(osp.join(CONFIG_DIR, f'lf_{arch}_in1k.py'))
+    result, _ = count(cfg, shape)
+    if verify:
+        model, _ = build_model(cfg)
+        numel = sum(p.numel() for p in model.parameters())
+        if result.params != numel:
+            raise AssertionError(f'{arch}: counted {result.params} params, '
+                                 f'the built classifier has {numel}')
+        if result.uncounted_python_ops:
+            raise AssertionError(f'{arch}: custom ops without a FLOP handle: '
+                                 f'{dict(result.uncounted_python_ops)}')
+        if result.newton_schulz_flops <= 0:
+            raise AssertionError(f'{arch}: no Newton–Schulz FLOPs counted')
+    return result
+
+
 def make_table(shape: Tuple[int, int] = (224, 224),
-               verify: bool = False) -> str:
-    """The markdown table for all variants at input ``shape``."""
-    lines = [
-        f'| arch | params (M) | GFLOPs @{shape[0]}×{shape[1]} | GFLOPs '
-        'without the Newton–Schulz inverse | paper params (M) | paper GFLOPs '
-        '| params target (M, DESIGN §4) |',
-        '|---|---:|---:|---:|---:|---:|---:|',
+               verify: bool = False,
+               archs: Sequence[str] = ARCHS) -> str:
+    """The markdown table for the variants ``archs`` at input ``shape``."""
+    header = [
+        'arch', 'params (M)', f'GFLOPs @{shape[0]}×{shape[1]}',
+        'GFLOPs without the Newton–Schulz inverse', 'paper params (M)',
+        'paper GFLOPs', 'params target (M, DESIGN §4)'
     ]
-    for arch in ARCHS:
-        report = classifier_complexity(shape, arch=arch)
-        if verify:
-            built = LaplacianFormer(arch, out_indices=(3, ))
-            numel = sum(p.numel() for p in built.parameters())
-            if numel != report.params - report.params_of('head'):
-                raise AssertionError(f'{arch}: analytic params differ from '
-                                     f'the built backbone ({numel})')
-        params, gflops = report.params / 1e6, report.flops / 1e9
-        no_inverse = gflops - sum(
-            report.flops_of(f'stage{i}.attention.inverse')
-            for i in range(1, 5)) / 1e9
+    rows = []
+    for arch in archs:
+        result = classifier_flops(arch, shape, verify)
+        params, gflops = result.params / 1e6, result.flops / 1e9
+        no_inverse = gflops - result.newton_schulz_flops / 1e9
         paper_params, paper_gflops = PAPER[arch]
-        lines.append(
-            f'| {arch} | {params:.2f}{_delta(params, paper_params)} | '
-            f'{gflops:.2f}{_delta(gflops, paper_gflops)} | '
-            f'{no_inverse:.2f}{_delta(no_inverse, paper_gflops)} | '
-            f'{_fmt(paper_params, 1)} | {_fmt(paper_gflops, 2)} | '
-            f'≈{TARGET_PARAMS[arch]} |')
-    return '\n'.join(lines)
+        rows.append([
+            arch, f'{params:.2f}{_delta(params, paper_params)}',
+            f'{gflops:.2f}{_delta(gflops, paper_gflops)}',
+            f'{no_inverse:.2f}{_delta(no_inverse, paper_gflops)}',
+            _fmt(paper_params, 1), _fmt(paper_gflops, 2),
+            f'≈{TARGET_PARAMS[arch]}'
+        ])
+    return markdown_table(header, rows, 'lrrrrrr')
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:
@@ -77,9 +108,13 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     parser.add_argument(
         '--verify',
         action='store_true',
-        help='build every backbone and check the analytic parameter count')
+        help='check the parameter counts against sum(p.numel()) and that '
+        'every custom op was counted')
+    parser.add_argument(
+        '--archs', nargs='+', default=list(ARCHS), choices=ARCHS,
+        help='variants to count (default: all)')
     args = parser.parse_args(argv)
-    table = make_table(tuple(args.shape), args.verify)
+    table = make_table(tuple(args.shape), args.verify, args.archs)
     print(table)
     return table
 

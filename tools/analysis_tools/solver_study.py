@@ -7,12 +7,13 @@ hits each target, and runs
 
 * Newton–Schulz ``X ← 2X − XAX`` with three initialisations:
   ``identity`` ``X0 = I / ||A||_∞`` (the package's choice for SPD ``A``),
-  ``transpose`` ``X0 = Aᵀ / (||A||_1 ||A||_∞)`` (its choice otherwise) and
-  ``soft`` ``X0 = 1.8 A / (max_i Σ_j A_ij)²`` (SOFT-style, written here only
-  for comparison);
+  ``transpose`` ``X0 = Aᵀ / (||A||_1 ||A||_∞)`` (its choice otherwise), both
+  from the package's ``newton_schulz_initial_guess``, and ``soft``
+  ``X0 = 1.8 A / (max_i Σ_j A_ij)²`` (SOFT-style, written here only for
+  comparison);
 * batched conjugate gradient on ``A X = I`` (``m`` right-hand sides);
 * ``torch.linalg.solve(A, I)`` (LU, the direct reference);
-* the package's ``newton_schulz_inverse`` op, timed when it is importable.
+* the package's ``newton_schulz_inverse`` op.
 
 It records the relative residual ``||I − AX||_F / ||I||_F`` (batch median)
 after every iteration and the CPU time of each solver, then writes a PNG
@@ -33,17 +34,22 @@ import json
 import math
 import os
 import os.path as osp
-import statistics
 import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-# Run from a source checkout without installing: the repository root first.
+# The harness lives next to this script; the repository root comes next so
+# that a source checkout runs without installing.
 sys.path.insert(
     0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-from mmlaplacian.utils import markdown_table  # noqa: E402
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from benchmark_harness import time_passes  # noqa: E402
+from markdown_table import markdown_table  # noqa: E402
+
+from mmlaplacian.ops import newton_schulz_inverse  # noqa: E402
+from mmlaplacian.ops.reference import newton_schulz_initial_guess  # noqa
 
 NS_INITS = ('identity', 'transpose', 'soft')
 METHODS = tuple(f'ns_{init}' for init in NS_INITS) + ('cg', )
@@ -139,15 +145,13 @@ def lambda_for_cond(points: torch.Tensor, target: float, eps: float,
 
 # ------------------------------------------------------------------ solvers
 def ns_init(mats: torch.Tensor, init: str) -> torch.Tensor:
-    """Newton–Schulz starting point ``X0`` for each matrix of the batch."""
-    abs_mats = mats.abs()
-    norm_inf = abs_mats.sum(-1).amax(-1).view(-1, 1, 1)  # max row sum
-    norm_one = abs_mats.sum(-2).amax(-1).view(-1, 1, 1)  # max column sum
-    if init == 'identity':
-        eye = torch.eye(mats.shape[-1], dtype=mats.dtype)
-        return eye.expand_as(mats) / norm_inf
-    if init == 'transpose':
-        return mats.transpose(-1, -2) / (norm_one * norm_inf)
+    """Newton–Schulz starting point ``X0`` for each matrix of the batch.
+
+    ``identity`` and ``transpose`` are the package's starts; ``soft`` is
+    SOFT's, kept here for the comparison only.
+    """
+    if init in ('identity', 'transpose'):
+        return newton_schulz_initial_guess(mats, init)
     if init == 'soft':
         rowsum = mats.sum(-1).amax(-1).view(-1, 1, 1)
         return 1.8 * mats / rowsum**2
@@ -222,30 +226,13 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> float:
     CPU time, not wall time: with one thread it does not count the time
     other processes on a shared machine hold the core.
     """
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
-
-
-def package_newton_schulz() -> Optional[Callable]:
-    """The package's fused op, or None when it cannot be imported."""
-    try:
-        from mmlaplacian.ops import newton_schulz_inverse
-    except Exception as err:  # noqa: BLE001 - any import failure: skip it
-        print(f'note: mmlaplacian.ops not importable ({err}); '
-              'its timing is skipped')
-        return None
-    return newton_schulz_inverse
+    time_passes([fn], 1)
+    return time_passes([fn], repeat).median_cpu()
 
 
 # ------------------------------------------------------------------- study
 def study_condition(points: torch.Tensor, target: float,
-                    args: argparse.Namespace,
-                    package_op: Optional[Callable]) -> dict:
+                    args: argparse.Namespace) -> dict:
     """Residual traces and timings for one target condition number."""
     dtype = getattr(torch, args.dtype)
     lam = lambda_for_cond(points, target, args.eps)
@@ -279,20 +266,19 @@ def study_condition(points: torch.Tensor, target: float,
         lambda: conjugate_gradient(mats, ns_iters, trace=False),
         'linalg.solve': lambda: torch.linalg.solve(mats, eye),
     }
-    if package_op is not None:
-        for impl in ('auto', 'pytorch'):
-            timers[f'op[{impl}] x{ns_iters}'] = (
-                lambda impl=impl: package_op(
-                    mats, num_iters=ns_iters, init='auto', impl=impl))
+    for impl in ('auto', 'pytorch'):
+        timers[f'op[{impl}] x{ns_iters}'] = (
+            lambda impl=impl: newton_schulz_inverse(
+                mats, num_iters=ns_iters, init='auto', impl=impl))
     for name, fn in timers.items():
         result['seconds'][name] = median_seconds(fn, args.repeat)
     solve_res = relative_residual(mats, torch.linalg.solve(mats, eye))
     result['residual_at_ns_iters']['linalg.solve'] = solve_res.median().item(
     )
-    if package_op is not None:
-        inv = package_op(mats, num_iters=ns_iters, init='auto', impl='auto')
-        result['residual_at_ns_iters']['op[auto]'] = relative_residual(
-            mats, inv).median().item()
+    inv = newton_schulz_inverse(
+        mats, num_iters=ns_iters, init='auto', impl='auto')
+    result['residual_at_ns_iters']['op[auto]'] = relative_residual(
+        mats, inv).median().item()
     return result
 
 
@@ -379,12 +365,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     gen = torch.Generator().manual_seed(args.seed)
     points = torch.randn(
         args.batch, args.size, args.dim, generator=gen, dtype=torch.float64)
-    package_op = package_newton_schulz()
 
     results = []
     for index, target in enumerate(args.conds, 1):
         start = time.perf_counter()
-        results.append(study_condition(points, target, args, package_op))
+        results.append(study_condition(points, target, args))
         print(f'[{index}/{len(args.conds)}] cond {results[-1]["cond"]:.3g} '
               f'(λ = {results[-1]["lam"]:.3g}) done in '
               f'{time.perf_counter() - start:.1f} s', flush=True)

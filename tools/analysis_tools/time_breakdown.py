@@ -1,8 +1,9 @@
 """Where a backbone's forward time goes, and how each part scales with size.
 
 Forward hooks time every module; each module's own time goes to its
-ancestor ``--depth`` names deep (``stages.0.1.attn`` is four deep), summed
-over the blocks of a stage (the block index is dropped: ``stages.0.attn``).
+ancestor ``--depth`` names deep (``stages.0.blocks.1.attn`` is five deep),
+summed over the blocks of a stage (the block index is dropped:
+``stages.0.blocks.attn``).
 A block's own time (residual additions, reshapes) is listed under its
 stage (``stages.0``); time in the backbone's own forward outside any
 submodule (position embeddings, output reshapes) is ``(rest)``. The table
@@ -24,7 +25,7 @@ linearly keep their height from size to size).
 Examples:
     python tools/analysis_tools/time_breakdown.py lf_tiny \\
         --sizes 800x1344 1600x2688 --threads 2
-    python tools/analysis_tools/time_breakdown.py swin_t --depth 5
+    python tools/analysis_tools/time_breakdown.py swin_t --depth 4
 """
 from __future__ import annotations
 
@@ -44,8 +45,8 @@ import torch.nn as nn
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from backbone_zoo import build_backbone  # noqa: E402
 from benchmark_backbone import parse_size  # noqa: E402
-
-from mmlaplacian.utils import markdown_table  # noqa: E402
+from benchmark_harness import time_passes  # noqa: E402
+from markdown_table import markdown_table  # noqa: E402
 
 REST = '(rest)'
 SMALL = '(parts under 1% each)'
@@ -60,7 +61,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--sizes', nargs='+', type=parse_size,
         default=[(800, 1344), (1600, 2688)], help='input sizes HxW')
-    parser.add_argument('--depth', type=int, default=4,
+    parser.add_argument('--depth', type=int, default=5,
                         help='time the modules this many names deep')
     parser.add_argument('--repeat', type=int, default=3,
                         help='timed passes per size (median)')
@@ -78,8 +79,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def group_name(name: str) -> str:
-    """``stages.0.1.attn`` -> ``stages.0.attn``: keep the first index (the
-    stage), drop later ones (the block within it)."""
+    """``stages.0.blocks.1.attn`` -> ``stages.0.blocks.attn``: keep the
+    first index (the stage), drop later ones (the block within it)."""
     parts, seen_index = [], False
     for part in name.split('.'):
         if part.isdigit():
@@ -152,17 +153,14 @@ def measure(model: nn.Module, sizes: List[Tuple[int, int]], depth: int,
     timer = ModuleTimer(model, depth)
     totals: List[List[float]] = [[] for _ in sizes]
     parts: List[Dict[str, List[float]]] = [defaultdict(list) for _ in sizes]
+    passes = [[lambda image=image: model(image)] for image in images]
     with torch.no_grad():
-        for image in images:
-            for _ in range(warmup):
-                model(image)
+        for one_pass in passes:
+            time_passes(one_pass, warmup)
         for _ in range(repeat):
-            for index, image in enumerate(images):
+            for index, one_pass in enumerate(passes):
                 timer.reset()
-                start = time.perf_counter()
-                model(image)
-                total = time.perf_counter() - start
-                totals[index].append(total)
+                totals[index] += time_passes(one_pass, 1).wall[0]
                 for name, seconds in timer.seconds.items():
                     parts[index][name].append(seconds)
     timer.remove()

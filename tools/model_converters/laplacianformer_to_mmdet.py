@@ -7,10 +7,11 @@ removed. Output: ``{'state_dict': {'backbone.' + key: tensor}, 'meta': ...}``,
 which both mmdet's ``load_from`` and the backbone's
 ``init_cfg=dict(type='Pretrained', checkpoint=...)`` load without options.
 
-Key mapping. Keys already in LaplacianFormer naming (``stem.*``,
-``downsamples.{i}.*``, ``pos_embeds.{i}``, ``stages.{i}.{j}.*``,
-``norm{i}.*``) pass through unchanged, so converting the converter's own
-output gives the same tensors. Other keys go through the rules in
+Key mapping. Keys already in LaplacianFormer naming pass through (those of
+the version-1 layout, ``stem.*``, ``downsamples.{i}.*``, ``pos_embeds.{i}``,
+``stages.{i}.{j}.*``, ``norm{i}.*``, are renamed to the current one by
+``mmlaplacian.models.utils.checkpoint_keys``), so converting the converter's
+own output gives the same tensors. Other keys go through the rules in
 ``RENAME_RULES`` / ``SKIP_RULES``, written for the PVT-v1 layout that SOFT's
 official code follows (``patch_embed{i}``, ``pos_embed{i}``,
 ``block{i}.{j}.attn.q/kv/proj``, ``norm``, ``cls_token``, ``head``).
@@ -18,15 +19,18 @@ official code follows (``patch_embed{i}``, ``pos_embed{i}``,
 LaplacianFormer key layout is not available to us, so the rules map only
 tensors whose role and shape provably agree:
 
-* ``pos_embed{i}`` (1, N[+1], C) → ``pos_embeds.{i-1}`` (1, C, H, W); a
-  leading class-token position is dropped;
-* ``block{i}.{j}.{norm1,norm2,mlp.fc1,mlp.fc2,attn.proj}`` →
-  ``stages.{i-1}.{j}.*``;
+* ``pos_embed{i}`` (1, N[+1], C) → ``stages.{i-1}.pos_embed`` (1, C, H, W);
+  a leading class-token position is dropped;
+* ``block{i}.{j}.{norm1,norm2,attn.proj}`` → ``stages.{i-1}.blocks.{j}.*``,
+  ``mlp.fc1`` / ``mlp.fc2`` → ``ffn.layers.0.0`` / ``ffn.layers.1``;
 * ``attn.q`` → ``attn.q``; ``attn.kv`` is split into ``attn.k`` / ``attn.v``;
   ``attn.k`` is dropped when the model shares keys with queries; in the
   softmax stage q, k and v are concatenated into ``attn.qkv``;
-* ``norm`` → ``norm3``; ``patch_embed{2,3,4}.proj.weight`` →
-  ``downsamples.{0,1,2}.0.weight`` only when it is a 3×3 conv like ours.
+* ``norm`` → ``stages.3.norm``; ``patch_embed{2,3,4}.proj.weight`` →
+  ``stages.{1,2,3}.downsample.conv.weight`` only when it is a 3×3 conv like
+  ours.
+
+The rules write version-1 names, renamed like native keys afterwards.
 
 PVT's spatial-reduction layers, the LayerNorms of patch embeddings (our
 transitions use BatchNorm), the class token and the head have no
@@ -51,6 +55,7 @@ import torch
 from mmlaplacian import __version__
 from mmlaplacian.models import LaplacianFormer
 from mmlaplacian.models.utils import unwrap_state_dict
+from mmlaplacian.models.utils.checkpoint_keys import upgrade_key
 from mmlaplacian.utils import torch_load_full
 
 Tensor = torch.Tensor
@@ -99,6 +104,7 @@ SKIP_RULES: List[Tuple[str, str]] = [
     (r'^patch_embed\d\.norm\.',
      'LayerNorm of a patch embedding (our transitions use BatchNorm)'),
 ]
+# Version-1 and current LaplacianFormer names.
 _OUR_PREFIXES = re.compile(
     r'^(stem\.|downsamples\.\d|pos_embeds\.\d|stages\.\d|norm\d\.)')
 
@@ -169,7 +175,8 @@ def _infer_arch(state: Mapping[str, Tensor]) -> str:
     depths = [0] * 4
     dims = [0] * 4
     for key, value in state.items():
-        match = re.match(r'^stages\.(\d)\.(\d+)\.norm1\.weight$', key)
+        match = re.match(r'^stages\.(\d)\.blocks\.(\d+)\.norm1\.weight$',
+                         key)
         if match:
             stage, block = int(match[1]), int(match[2])
             depths[stage] = max(depths[stage], block + 1)
@@ -215,8 +222,8 @@ def convert_state_dict(checkpoint: Mapping,
     renamed = 0
     for key, value in source.items():
         if _OUR_PREFIXES.match(key):
-            state[key] = value
-            native.append(key)
+            state[upgrade_key(key)] = value
+            native.append(upgrade_key(key))
             continue
         reason = next((r for p, r in SKIP_RULES if re.match(p, key)), None)
         try:
@@ -226,7 +233,7 @@ def convert_state_dict(checkpoint: Mapping,
         if pairs is None:
             skipped[reason or 'no mapping rule'].append(key)
             continue
-        state.update(pairs)
+        state.update((upgrade_key(k), v) for k, v in pairs)
         renamed += 1
 
     arch = arch or _infer_arch(state)
@@ -240,7 +247,7 @@ def convert_state_dict(checkpoint: Mapping,
             skipped[reason].append(key)
             state.pop(key)
         elif state[key].shape != reference[key].shape and not (
-                key.startswith('pos_embeds.')
+                key.endswith('.pos_embed')
                 and state[key].shape[:2] == reference[key].shape[:2]):
             skipped[f'shape differs from LaplacianFormer-{arch}'].append(
                 f'{key} {tuple(state[key].shape)} vs '

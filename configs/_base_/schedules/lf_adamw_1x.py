@@ -31,7 +31,7 @@ optim_wrapper = dict(
     paramwise_cfg=dict(
         norm_decay_mult=0.,
         custom_keys={
-            'pos_embeds': dict(decay_mult=0.),
+            'pos_embed': dict(decay_mult=0.),
             'log_lam': dict(decay_mult=0.)
         }))
 

@@ -24,6 +24,16 @@ __device__ __forceinline__ T sign0(T t) {
   return static_cast<T>(t > T(0)) - static_cast<T>(t < T(0));
 }
 
+// a / b correctly rounded whatever the compile flags: --use_fast_math makes
+// '/' an approximate division that returns 0 for |b| > 2^126, so a start
+// A^T / (||A||_1 ||A||_inf) with a product near 1e38 would become all zeros.
+__device__ __forceinline__ float div_rn(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ __forceinline__ double div_rn(double a, double b) {
+  return __ddiv_rn(a, b);
+}
+
 // max that propagates NaN (fmax would drop it).
 template <typename T>
 __device__ __forceinline__ T nan_max(T a, T b) {

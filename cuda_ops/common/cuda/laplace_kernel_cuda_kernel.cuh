@@ -18,6 +18,14 @@ constexpr int kLapThreads = 16;
 constexpr int kLapMicro = 4;
 constexpr int kLapTile = kLapThreads * kLapMicro;  // 64
 constexpr int kLapTileDim = 16;
+// Row padding of the shared tiles. The staging store xs[c][r] by a warp
+// covers 16 features c x 2 rows r (r0 even); with a row stride of
+// kLapTile + 2 = 66 words its banks 2c + r are all distinct (fp32). A
+// stride of 65 gives banks c + r: 32 stores on 17 banks, 2-way conflicts.
+constexpr int kLapPad = 2;
+static_assert((kLapTile + kLapPad) % 32 == 2 && kLapThreads * 2 == 32,
+              "the conflict-free store needs a warp to cover 16 features x 2 "
+              "rows and a row stride of 2 (mod 32) words");
 
 template <typename scalar_t>
 __global__ void __launch_bounds__(kLapThreads * kLapThreads)
@@ -27,9 +35,11 @@ __global__ void __launch_bounds__(kLapThreads * kLapThreads)
                                        int64_t batch, int64_t rows,
                                        int64_t cols, int64_t dim) {
   using acc_t = acc_type<scalar_t>;
-  // +1 column keeps the transposing stores free of bank conflicts.
-  __shared__ acc_t xs[kLapTileDim][kLapTile + 1];
-  __shared__ acc_t ys[kLapTileDim][kLapTile + 1];
+  // Feature-major tiles; kLapPad makes the transposing stores conflict-free
+  // for fp32. (An fp64 warp store is 256 bytes, two wavefronts at any
+  // stride; strides 65 and 66 both reach that minimum.)
+  __shared__ acc_t xs[kLapTileDim][kLapTile + kLapPad];
+  __shared__ acc_t ys[kLapTileDim][kLapTile + kLapPad];
 
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int tid = ty * kLapThreads + tx;
@@ -105,6 +115,12 @@ constexpr int kBwdLanes = 32;
 constexpr int kBwdWarps = 8;
 constexpr int kBwdMicro = 4;
 constexpr int kBwdTile = kBwdWarps * kBwdMicro;  // 32 own rows per block
+// The W tile is staged with lane tx as the own row (w_s[tx][q], dy kernel)
+// or as the landmark (w_s[q][tx], dx kernel), so a warp's lanes must span
+// exactly one tile of own rows.
+static_assert(kBwdTile == kBwdLanes,
+              "w_s is indexed by lane as an own row: kBwdTile must equal "
+              "kBwdLanes");
 
 template <typename scalar_t, bool kOwnIsY>
 __global__ void __launch_bounds__(kBwdLanes * kBwdWarps)

@@ -94,12 +94,14 @@ __global__ void __launch_bounds__(kNsThreads * kNsThreads)
   const bool identity_start =
       init == 1 || (init == 0 && asym_max <= symmetry_tol * abs_max);
 
-  const T inv_inf = T(1) / norm_inf;
-  const T inv_1_inf = T(1) / (norm_1 * norm_inf);
+  // Divide as the reference does (exact division, not a reciprocal of the
+  // product, which may lie near FLT_MAX and flush to zero).
+  const T inv_inf = div_rn(T(1), norm_inf);
+  const T norm_1_inf = norm_1 * norm_inf;
   for (int e = tid; e < m * m; e += kThreads) {
     const int i = e / m, j = e % m;
-    X[i * ld + j] =
-        identity_start ? (i == j ? inv_inf : T(0)) : A[j * ld + i] * inv_1_inf;
+    X[i * ld + j] = identity_start ? (i == j ? inv_inf : T(0))
+                                   : div_rn(A[j * ld + i], norm_1_inf);
   }
   __syncthreads();
 

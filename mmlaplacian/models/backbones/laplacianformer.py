@@ -2,34 +2,37 @@
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+import re
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
-import torch.utils.checkpoint as cp
 from mmengine.logging import print_log
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from mmengine.runner.checkpoint import CheckpointLoader
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..layers import ConvBNReLU, ConvStem, LaplacianFormerBlock
-from ..layers.conv_stem import STEM_BAND_ROWS
-from ..layers.token_chunks import DEFAULT_CHUNK_TOKENS, use_chunks
-from ..utils import filter_backbone_state_dict
+from mmlaplacian.ops.validation import autocast_enabled
+from ..cpu_inference import DEFAULT_CHUNK_TOKENS, enable_cpu_inference
+from ..layers import ConvStem, LaplacianFormerStage, conv_bn_relu
+from ..utils import (STATE_DICT_VERSION, filter_backbone_state_dict,
+                     upgrade_state_dict)
 
 ARCH_KEYS = {'embed_dims', 'depths', 'num_heads'}
+NUM_STAGES = 4
 
 
 class LaplacianFormer(BaseModule):
     """LaplacianFormer backbone (SOFT++ macro-architecture).
 
-    A conv stem (stride 4) and four stages at strides 4/8/16/32, joined by
-    stride-2 conv transitions. Stages 1–3 use :class:`LaplacianAttention`
-    (linear in the tokens); stage 4 uses softmax attention. Learned absolute
-    position embeddings, defined on the 224×224 grid, are resized bilinearly
-    to the input, so any input size works.
+    Four :class:`LaplacianFormerStage` s at strides 4/8/16/32; each brings
+    the map to its stride (the conv stem, then stride-2 convs), adds a
+    learned position embedding (defined on the ``pretrain_img_size`` grid,
+    resized bilinearly to the input, so any input size works), runs its
+    blocks and normalises its output. Stages 1–3 use
+    :class:`LaplacianAttention` (linear in the tokens); stage 4 uses softmax
+    attention by default.
 
     Args:
         arch (str | dict): ``'tiny'``, ``'small'``, ``'medium'``, ``'large'``,
@@ -38,7 +41,7 @@ class LaplacianFormer(BaseModule):
         in_channels (int): Image channels. Defaults to 3.
         pretrain_img_size (int): Image size that defines the position
             embedding grids. Defaults to 224.
-        mlp_ratio (float): MLP hidden ratio. Defaults to 4.
+        mlp_ratio (float): FFN hidden ratio. Defaults to 4.
         attn_cfg (dict, optional): Overrides for :class:`LaplacianAttention`
             in stages 1–3 (``kernel``, ``lam``, ``learnable_lam``,
             ``num_landmarks``, ``feature_map``, ``inverse``, ``ns_iters``,
@@ -53,20 +56,23 @@ class LaplacianFormer(BaseModule):
             blocks. Defaults to 0.1.
         out_indices (Sequence[int]): Stages whose outputs are returned.
             Defaults to ``(0, 1, 2, 3)``.
-        frozen_stages (int): -1 freezes nothing, 0 the stem, k >= 1 the stem
-            and stages 1..k. Defaults to -1.
+        frozen_stages (int): -1 freezes nothing, 0 the stem, k >= 1 stages
+            1..k (the stem included). Defaults to -1.
         norm_eval (bool): Keep BatchNorm layers in eval mode while
             training. Defaults to False.
         with_cp (bool): Gradient checkpointing per block. Defaults to False.
-        inference_chunk_tokens (int): On the CPU without autograd
-            (inference), the Laplacian attention, the MLPs and the output
-            norms run over chunks of this many tokens, so no N×m matrix is
-            formed and every pass stays in cache, and the stem runs in bands
-            of rows (:class:`ConvStem`); 0 runs all tokens at once and the
-            stem in one pass. Defaults to 2048.
+        inference_chunk_tokens (int): Tokens per chunk of the CPU-inference
+            layer (:mod:`mmlaplacian.models.cpu_inference`), which runs the
+            same model over chunks of tokens and bands of rows on the CPU
+            without autograd; 0 leaves it off. Training, GPUs, tracing and
+            export always take the plain path. Defaults to 2048.
         init_cfg (dict | list[dict], optional): ``dict(type='Pretrained',
             checkpoint=PATH)`` loads an mmpretrain, mmdet, timm-style or plain
             checkpoint.
+
+    Raises:
+        KeyError: For an unknown arch name or malformed arch dict.
+        ValueError: For settings out of range (named in the message).
 
     Example:
         >>> model = LaplacianFormer('tiny')
@@ -74,6 +80,7 @@ class LaplacianFormer(BaseModule):
         >>> [tuple(o.shape) for o in outs]
         [(1, 64, 28, 35), (1, 128, 14, 18), (1, 320, 7, 9), (1, 512, 4, 5)]
     """
+    _version = STATE_DICT_VERSION
     arch_zoo: Dict[str, dict] = {
         **dict.fromkeys(['t', 'tiny'], {
             'embed_dims': [64, 128, 320, 512],
@@ -101,7 +108,7 @@ class LaplacianFormer(BaseModule):
             'num_heads': [2, 4, 11, 16]
         }),
     }
-    num_stages = 4
+    num_stages = NUM_STAGES
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
@@ -125,93 +132,113 @@ class LaplacianFormer(BaseModule):
         self.embed_dims: List[int] = list(self.arch_settings['embed_dims'])
         self.depths: List[int] = list(self.arch_settings['depths'])
         self.num_heads: List[int] = list(self.arch_settings['num_heads'])
-        if len(conv_kernel_sizes) != 3:
-            raise ValueError('conv_kernel_sizes needs 3 entries (stages 1-3),'
-                             f' got {conv_kernel_sizes}')
-        out_indices = tuple(out_indices)
-        for index in out_indices:
-            if not 0 <= index < self.num_stages:
-                raise ValueError(
-                    f'out_indices must lie in [0, 3], got {out_indices}')
-        if not -1 <= frozen_stages <= self.num_stages:
-            raise ValueError(
-                f'frozen_stages must lie in [-1, 4], got {frozen_stages}')
-        self.out_indices = out_indices
+        self.out_indices = tuple(out_indices)
+        _check_settings(conv_kernel_sizes, self.out_indices, frozen_stages,
+                        drop_rate, drop_path_rate)
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
-        self.pretrain_img_size = pretrain_img_size
         self.inference_chunk_tokens = inference_chunk_tokens
+        self.pretrain_img_size = pretrain_img_size
 
-        band_rows = STEM_BAND_ROWS if inference_chunk_tokens else 0
-        self.stem = ConvStem(
-            in_channels, self.embed_dims[0], inference_band_rows=band_rows)
-        self.downsamples = nn.ModuleList(
-            ConvBNReLU(self.embed_dims[i], self.embed_dims[i + 1], 2)
-            for i in range(self.num_stages - 1))
-        self.pos_embeds = nn.ParameterList(
-            nn.Parameter(
-                torch.zeros(1, dims, pretrain_img_size // 2**(i + 2),
-                            pretrain_img_size // 2**(i + 2)))
-            for i, dims in enumerate(self.embed_dims))
-        self.pos_drop = nn.Dropout(drop_rate)
-
-        total_depth = sum(self.depths)
-        rates = torch.linspace(0, drop_path_rate, total_depth).tolist()
+        rates = torch.linspace(0, drop_path_rate, sum(self.depths)).tolist()
         self.stages = nn.ModuleList()
-        for i in range(self.num_stages):
-            last = i == self.num_stages - 1
-            attention = stage4_attention if last else linear_attention
-            block_attn_cfg = dict(conv_kernel_size=0 if last else
-                                  conv_kernel_sizes[i])
-            block_attn_cfg.update(attn_cfg or {})
+        for i, (dims, depth, heads) in enumerate(
+                zip(self.embed_dims, self.depths, self.num_heads)):
+            if i == 0:
+                downsample = ConvStem(in_channels, dims)
+            else:
+                downsample = conv_bn_relu(self.embed_dims[i - 1], dims, 2)
+            attention = (stage4_attention
+                         if i == NUM_STAGES - 1 else linear_attention)
+            stage_attn_cfg = None
+            if attention == 'laplacian':
+                stage_attn_cfg = dict(
+                    conv_kernel_size=conv_kernel_sizes[i]
+                    if i < NUM_STAGES - 1 else 0,
+                    **(attn_cfg or {}))
             start = sum(self.depths[:i])
             self.stages.append(
-                nn.ModuleList(
-                    LaplacianFormerBlock(
-                        self.embed_dims[i],
-                        self.num_heads[i],
-                        mlp_ratio=mlp_ratio,
-                        attention=attention,
-                        attn_cfg=block_attn_cfg
-                        if attention == 'laplacian' else None,
-                        drop_path=rates[start + j],
-                        drop=drop_rate,
-                        inference_chunk_tokens=inference_chunk_tokens)
-                    for j in range(self.depths[i])))
-        for i in out_indices:
-            self.add_module(f'norm{i}', nn.LayerNorm(self.embed_dims[i]))
-        self._register_load_state_dict_pre_hook(self._resize_pos_embed_hook)
+                LaplacianFormerStage(
+                    downsample,
+                    dims,
+                    depth,
+                    heads,
+                    pos_embed_size=pretrain_img_size // 2**(i + 2),
+                    with_norm=i in self.out_indices,
+                    drop_path_rates=rates[start:start + depth],
+                    drop=drop_rate,
+                    with_cp=with_cp,
+                    mlp_ratio=mlp_ratio,
+                    attention=attention,
+                    attn_cfg=stage_attn_cfg))
+        self._register_load_state_dict_pre_hook(self._upgrade_keys_hook)
+        if inference_chunk_tokens > 0:
+            enable_cpu_inference(self, inference_chunk_tokens)
 
     @classmethod
     def _resolve_arch(cls, arch: Union[str, dict]) -> dict:
         if isinstance(arch, str):
             key = arch.lower()
             if key not in cls.arch_zoo:
-                names = sorted({k for k in cls.arch_zoo if len(k) > 1})
                 raise KeyError(f'LaplacianFormer: unknown arch {arch!r}; '
-                               f'choose one of {names} or pass a dict with '
-                               f'keys {sorted(ARCH_KEYS)}')
+                               f'choose one of {_arch_names()} or pass a '
+                               f'dict with keys {sorted(ARCH_KEYS)}')
             return copy.deepcopy(cls.arch_zoo[key])
-        if not isinstance(arch, dict) or set(arch) != ARCH_KEYS:
+        if not isinstance(arch, Mapping) or set(arch) != ARCH_KEYS:
             raise KeyError('LaplacianFormer: a custom arch must be a dict '
                            f'with exactly the keys {sorted(ARCH_KEYS)}, got '
                            f'{arch!r}')
-        for key in ARCH_KEYS:
-            if len(arch[key]) != cls.num_stages:
-                raise ValueError(f'LaplacianFormer: arch[{key!r}] needs 4 '
-                                 f'entries, got {arch[key]}')
-        return copy.deepcopy(arch)
+        for key in sorted(ARCH_KEYS):
+            if len(arch[key]) != NUM_STAGES:
+                raise ValueError(f'LaplacianFormer: arch[{key!r}] needs '
+                                 f'{NUM_STAGES} entries (one per stage), got '
+                                 f'{list(arch[key])}')
+        for dims, heads in zip(arch['embed_dims'], arch['num_heads']):
+            if dims % heads:
+                raise ValueError(
+                    f'LaplacianFormer: embed_dims {list(arch["embed_dims"])} '
+                    f'must be divisible by num_heads '
+                    f'{list(arch["num_heads"])} stage by stage ({dims} % '
+                    f'{heads} != 0)')
+        return copy.deepcopy(dict(arch))
+
+    # --------------------------------------------------------------- forward
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """Return the NCHW feature maps of the stages in ``out_indices``."""
+        self._check_input(x)
+        outs = []
+        for i, stage in enumerate(self.stages):
+            x, out = stage(x)
+            if i in self.out_indices:
+                outs.append(out)
+        return tuple(outs)
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        in_channels = self.stages[0].downsample.in_channels
+        if x.ndim != 4 or x.shape[1] != in_channels:
+            raise ValueError('LaplacianFormer expects images of shape '
+                             f'(B, {in_channels}, H, W), got {tuple(x.shape)}')
+        if x.shape[0] == 0 or x.shape[2] == 0 or x.shape[3] == 0:
+            raise ValueError('LaplacianFormer got an empty batch of shape '
+                             f'{tuple(x.shape)}')
+        weight_dtype = self.stages[0].pos_embed.dtype
+        if x.dtype != weight_dtype and not autocast_enabled(x.device):
+            raise TypeError(
+                f'LaplacianFormer: input dtype {x.dtype} differs from the '
+                f'weights\' {weight_dtype}; convert one of them (e.g. '
+                f'model.to({x.dtype})) or run under torch.autocast')
 
     # ------------------------------------------------------------------ init
     def init_weights(self) -> None:
-        """Initialise from scratch, or load the ``Pretrained`` checkpoint."""
+        """Initialise from scratch, then load the ``Pretrained`` checkpoint
+        when ``init_cfg`` names one."""
         cfgs = self.init_cfg if isinstance(self.init_cfg, list) else [
             self.init_cfg
         ]
         pretrained = [
-            c for c in cfgs if isinstance(c, dict)
-            and c.get('type') == 'Pretrained'
+            c for c in cfgs
+            if isinstance(c, dict) and c.get('type') == 'Pretrained'
         ]
         # Every parameter is initialised here, so BaseModule's generic
         # init (and its per-parameter log) is not needed.
@@ -236,8 +263,8 @@ class LaplacianFormer(BaseModule):
                     module.weight, mode='fan_out', nonlinearity='relu')
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
-        for pos_embed in self.pos_embeds:
-            trunc_normal_(pos_embed, std=.02)
+        for stage in self.stages:
+            trunc_normal_(stage.pos_embed, std=.02)
 
     def load_pretrained(self, checkpoint: str,
                         map_location: str = 'cpu') -> Tuple[list, list]:
@@ -249,6 +276,12 @@ class LaplacianFormer(BaseModule):
 
         Returns:
             tuple[list, list]: Missing and unexpected keys.
+
+        Raises:
+            TypeError: When the file holds no state dict.
+            RuntimeError: When no tensor matches, or the checkpoint is of
+                another variant (both variants and the first mismatching
+                key are named).
         """
         raw = CheckpointLoader.load_checkpoint(
             checkpoint, map_location=map_location)
@@ -256,6 +289,8 @@ class LaplacianFormer(BaseModule):
             state = filter_backbone_state_dict(raw)
         except TypeError as err:
             raise TypeError(f'{checkpoint}: {err}') from err
+        upgrade_state_dict(state)
+        self._check_same_variant(state, checkpoint)
         missing, unexpected = self.load_state_dict(state, strict=False)
         loaded = len(state) - len(unexpected)
         if loaded == 0:
@@ -270,118 +305,41 @@ class LaplacianFormer(BaseModule):
             logger='current')
         return missing, unexpected
 
-    def _resize_pos_embed_hook(self, state_dict, prefix, *args,
-                               **kwargs) -> None:
-        """Resize position embeddings saved on another grid (bilinear)."""
-        for i, param in enumerate(self.pos_embeds):
-            key = f'{prefix}pos_embeds.{i}'
-            if key not in state_dict:
+    def _check_same_variant(self, state: Mapping[str, torch.Tensor],
+                            checkpoint: str) -> None:
+        own = self.state_dict()
+        for key, value in state.items():
+            if key not in own or value.shape == own[key].shape:
                 continue
-            saved = state_dict[key]
-            if saved.shape == param.shape:
-                continue
-            if saved.ndim != 4 or saved.shape[1] != param.shape[1]:
-                continue  # left to load_state_dict to report the mismatch
-            state_dict[key] = F.interpolate(
-                saved.float(),
-                size=param.shape[-2:],
-                mode='bilinear',
-                align_corners=False).to(saved.dtype)
+            if key.endswith('.pos_embed') and value.shape[:2] == own[
+                    key].shape[:2]:
+                continue  # another grid size: resized on load
+            raise RuntimeError(
+                f'{checkpoint} holds a LaplacianFormer of another variant '
+                f'({describe_arch(state)}) than this model '
+                f'({describe_arch(own)}): first mismatch {key!r} '
+                f'{tuple(value.shape)} vs {tuple(own[key].shape)}')
 
-    # --------------------------------------------------------------- forward
-    def _pos_embed(self, stage: int, hw_shape: Tuple[int,
-                                                     int]) -> torch.Tensor:
-        pos = self.pos_embeds[stage]
-        if pos.shape[-2:] != hw_shape:
-            # Channels-last in, channels-last out: the (1, N, C) token view
-            # of the resized table is then contiguous.
-            pos = F.interpolate(
-                pos.contiguous(memory_format=torch.channels_last),
-                size=hw_shape,
-                mode='bilinear',
-                align_corners=False)
-        return pos.flatten(2).transpose(1, 2)
-
-    def _run_block(self, block: nn.Module, x: torch.Tensor,
-                   hw_shape: Tuple[int, int]) -> torch.Tensor:
-        if self.with_cp and x.requires_grad:
-            return cp.checkpoint(block, x, hw_shape, use_reentrant=False)
-        return block(x, hw_shape)
-
-    def _output_map(self, stage: int, tokens: torch.Tensor,
-                    hw_shape: Tuple[int, int]) -> torch.Tensor:
-        """Normalised tokens as a contiguous NCHW map.
-
-        Without autograd, normalised and transposed a band of rows at a time
-        (in cache) straight into the output.
-        """
-        norm = getattr(self, f'norm{stage}')
-        batch, num_tokens, channels = tokens.shape
-        height, width = hw_shape
-        if not use_chunks(tokens, self.inference_chunk_tokens):
-            return norm(tokens).reshape(batch, height, width,
-                                        channels).permute(0, 3, 1,
-                                                          2).contiguous()
-        out = tokens.new_empty(batch, channels, height, width)
-        rows = max(1, self.inference_chunk_tokens // width)
-        for top in range(0, height, rows):
-            bottom = min(top + rows, height)
-            band = norm(tokens[:, top * width:bottom * width])
-            out[:, :, top:bottom] = band.reshape(batch, bottom - top, width,
-                                                 channels).permute(0, 3, 1, 2)
-        return out
-
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        """Return the NCHW feature maps of the stages in ``out_indices``."""
-        if x.ndim != 4 or x.shape[1] != self.stem[0][0].in_channels:
-            raise ValueError('LaplacianFormer expects images of shape '
-                             f'(B, {self.stem[0][0].in_channels}, H, W), '
-                             f'got {tuple(x.shape)}')
-        outs = []
-        # The stem writes channels-last, the (B, H, W, C) layout the tokens
-        # use, so no stage needs a transposing copy.
-        x = self.stem(x)
-        for i, blocks in enumerate(self.stages):
-            if i > 0:
-                x = self.downsamples[i - 1](x)
-            batch, channels, height, width = x.shape
-            hw_shape = (height, width)
-            # A view: x is channels-last.
-            tokens = x.flatten(2).transpose(1, 2).contiguous()
-            if torch.is_grad_enabled():
-                tokens = tokens + self._pos_embed(i, hw_shape)
-            else:  # x is the stem's/transition's fresh output
-                tokens += self._pos_embed(i, hw_shape)
-            tokens = self.pos_drop(tokens)
-            for block in blocks:
-                tokens = self._run_block(block, tokens, hw_shape)
-            if i in self.out_indices:
-                outs.append(self._output_map(i, tokens, hw_shape))
-            # Tokens viewed as a channels-last map: no copy between stages.
-            x = tokens.reshape(batch, height, width,
-                               channels).permute(0, 3, 1, 2)
-        return tuple(outs)
+    def _upgrade_keys_hook(self, state_dict, prefix, local_metadata, *args,
+                           **kwargs) -> None:
+        """Rename keys of state dicts saved before stages were modules."""
+        version = local_metadata.get('version')
+        if version is None or version < STATE_DICT_VERSION:
+            upgrade_state_dict(state_dict, prefix)
 
     # -------------------------------------------------------------- freezing
     def _frozen_modules(self) -> List[nn.Module]:
         if self.frozen_stages < 0:
             return []
-        modules: List[nn.Module] = [self.stem]
-        for i in range(self.frozen_stages):
-            modules.append(self.stages[i])
-            if i > 0:
-                modules.append(self.downsamples[i - 1])
-            if i in self.out_indices:
-                modules.append(getattr(self, f'norm{i}'))
-        return modules
+        if self.frozen_stages == 0:
+            return [self.stages[0].downsample]  # the stem
+        return list(self.stages[:self.frozen_stages])
 
     def _freeze_stages(self) -> None:
         for module in self._frozen_modules():
             module.eval()
             for param in module.parameters():
                 param.requires_grad = False
-        for i in range(max(self.frozen_stages, 0)):
-            self.pos_embeds[i].requires_grad = False
 
     def train(self, mode: bool = True) -> 'LaplacianFormer':
         super().train(mode)
@@ -391,3 +349,46 @@ class LaplacianFormer(BaseModule):
                 if isinstance(module, _BatchNorm):
                     module.eval()
         return self
+
+
+def _arch_names() -> List[str]:
+    return sorted({k for k in LaplacianFormer.arch_zoo if len(k) > 1})
+
+
+def describe_arch(state: Mapping[str, torch.Tensor]) -> str:
+    """Name the variant a (version-2) backbone state dict belongs to."""
+    dims, depths = [], []
+    for i in range(NUM_STAGES):
+        pos = state.get(f'stages.{i}.pos_embed')
+        dims.append(None if pos is None else int(pos.shape[1]))
+        blocks = {
+            m[1]
+            for key in state
+            for m in [re.match(rf'stages\.{i}\.blocks\.(\d+)\.', key)] if m
+        }
+        depths.append(len(blocks))
+    for name in _arch_names():
+        arch = LaplacianFormer.arch_zoo[name]
+        if arch['embed_dims'] == dims and arch['depths'] == depths:
+            return f"'{name}': embed_dims {dims}, depths {depths}"
+    return f'custom: embed_dims {dims}, depths {depths}'
+
+
+def _check_settings(conv_kernel_sizes: Sequence[int],
+                    out_indices: Tuple[int, ...], frozen_stages: int,
+                    drop_rate: float, drop_path_rate: float) -> None:
+    """Raise a ValueError naming the first setting outside its range."""
+    if len(conv_kernel_sizes) != NUM_STAGES - 1:
+        raise ValueError('LaplacianFormer: conv_kernel_sizes needs 3 entries '
+                         f'(stages 1-3), got {list(conv_kernel_sizes)}')
+    if not out_indices or any(not 0 <= i < NUM_STAGES for i in out_indices):
+        raise ValueError('LaplacianFormer: out_indices must be a non-empty '
+                         f'subset of 0..3, got {out_indices}')
+    if not -1 <= frozen_stages <= NUM_STAGES:
+        raise ValueError('LaplacianFormer: frozen_stages must lie in '
+                         f'[-1, 4], got {frozen_stages}')
+    for name, rate in (('drop_rate', drop_rate),
+                       ('drop_path_rate', drop_path_rate)):
+        if not 0 <= rate < 1:
+            raise ValueError(
+                f'LaplacianFormer: {name} must lie in [0, 1), got {rate}')

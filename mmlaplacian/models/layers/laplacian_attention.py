@@ -10,8 +10,6 @@ import torch.nn as nn
 from mmlaplacian.ops import newton_schulz_inverse
 from .kernel_matrix import KERNELS, kernel_matrix
 from .landmarks import landmark_grid, pool_landmarks
-from .token_chunks import (DEFAULT_CHUNK_TOKENS, ColumnMoments, token_spans,
-                           use_chunks)
 
 FEATURE_MAPS = ('whiten', 'none')
 INVERSES = ('newton', 'exact')
@@ -22,7 +20,7 @@ class LaplacianAttention(nn.Module):
 
     Queries are compared with pooled landmarks, the landmark kernel matrix is
     inverted by Newton–Schulz iteration, and the query similarities are
-    whitened per sample (an injective feature map)::
+    whitened per sample (an injective feature map), DESIGN §3::
 
         Kq = k(q, k~)   Kk = k(k, q~)   W = k(q~, k~)   X = (W + εI)^-1
         Z  = (Kq - mean_N Kq) / sqrt(var_N Kq + δ)
@@ -31,12 +29,9 @@ class LaplacianAttention(nn.Module):
     Means over the N tokens (not sums) make the output resolution-consistent,
     and per-sample statistics make train and eval identical. Time is
     ``O(N·m·d + m³·iters)`` and memory ``O(N·m)``: no N×N tensor is formed.
-
-    On the CPU without autograd (inference) the tokens run in chunks of
-    ``inference_chunk_tokens``: a first pass gathers the column moments of
-    ``Kq`` and ``Kkᵀ V``, a second recomputes each chunk's similarities and
-    writes its output. The N×m matrices never exist, and every pass works in
-    cache, which keeps the time linear at detection resolution.
+    This is the one path for training, GPUs and export; CPU inference can
+    swap in :class:`~mmlaplacian.models.cpu_inference.ChunkedLaplacianAttention`,
+    which computes the same output over chunks of tokens.
 
     Args:
         embed_dims (int): Channels C.
@@ -51,21 +46,21 @@ class LaplacianAttention(nn.Module):
         num_landmarks (int): Upper bound on the landmarks m. Defaults to 49.
         feature_map (str): ``'whiten'`` or ``'none'``. Defaults to
             ``'whiten'``.
-        whiten_eps (float): δ in the whitening. Defaults to 1e-5.
+        whiten_eps (float): δ >= 0 in the whitening. Defaults to 1e-5.
         inverse (str): ``'newton'`` (Newton–Schulz) or ``'exact'``
             (``torch.linalg.inv``). Defaults to ``'newton'``.
         ns_iters (int): Newton–Schulz iterations. Defaults to 20.
-        eps (float): ε added to the landmark matrix diagonal. Defaults to
-            1e-2.
+        eps (float): ε >= 0 added to the landmark matrix diagonal. Defaults
+            to 1e-2.
         conv_kernel_size (int): Depthwise conv kernel on V; 0 disables it.
             Defaults to 3.
         qkv_bias (bool): Bias in the q/k/v projections. Defaults to True.
         proj_drop (float): Dropout after the output projection.
         impl (str): Fused-op implementation (``'auto'``, ``'cpp'``,
             ``'cuda'`` or ``'pytorch'``). Defaults to ``'auto'``.
-        inference_chunk_tokens (int): Tokens per chunk on the CPU without
-            autograd; 0 processes all tokens at once. Results agree to float rounding.
-            Defaults to 2048.
+
+    Raises:
+        ValueError: On a setting outside its range (named in the message).
 
     Example:
         >>> attn = LaplacianAttention(64, num_heads=2)
@@ -90,25 +85,11 @@ class LaplacianAttention(nn.Module):
                  conv_kernel_size: int = 3,
                  qkv_bias: bool = True,
                  proj_drop: float = 0.,
-                 impl: str = 'auto',
-                 inference_chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> None:
+                 impl: str = 'auto') -> None:
         super().__init__()
-        if embed_dims % num_heads != 0:
-            raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
-                             f'by num_heads ({num_heads})')
-        if kernel not in KERNELS:
-            raise ValueError(f'kernel must be one of {KERNELS}, got {kernel!r}')
-        if feature_map not in FEATURE_MAPS:
-            raise ValueError(f'feature_map must be one of {FEATURE_MAPS}, '
-                             f'got {feature_map!r}')
-        if inverse not in INVERSES:
-            raise ValueError(
-                f'inverse must be one of {INVERSES}, got {inverse!r}')
-        if lam <= 0:
-            raise ValueError(f'lam must be positive, got {lam}')
-        if num_landmarks < 1:
-            raise ValueError(
-                f'num_landmarks must be >= 1, got {num_landmarks}')
+        _check_settings(embed_dims, num_heads, kernel, feature_map, inverse,
+                        lam, num_landmarks, whiten_eps, eps, ns_iters,
+                        conv_kernel_size)
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
@@ -121,7 +102,6 @@ class LaplacianAttention(nn.Module):
         self.ns_iters = ns_iters
         self.eps = eps
         self.impl = impl
-        self.inference_chunk_tokens = inference_chunk_tokens
 
         log_lam = torch.full((num_heads, ), math.log(lam))
         if learnable_lam:
@@ -144,21 +124,74 @@ class LaplacianAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        batch, num_tokens, _ = x.shape
-        return x.reshape(batch, num_tokens, self.num_heads,
-                         self.head_dims).transpose(1, 2)
+    def forward(self,
+                x: torch.Tensor,
+                hw_shape: Tuple[int, int],
+                identity: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Attend over the tokens of an ``H × W`` grid.
 
-    def _similarity(self, tokens: torch.Tensor, inv_lam: torch.Tensor,
-                    landmarks: torch.Tensor, start: int,
-                    end: int) -> torch.Tensor:
-        """Kernel between tokens ``[start, end)`` (scaled by 1/λ here, one
-        chunk at a time) and the scaled landmarks."""
-        scaled = tokens[:, start:end] * inv_lam
-        return kernel_matrix(
-            self._split_heads(scaled), landmarks, self.kernel, self.impl)
+        Args:
+            x (Tensor): ``(B, N, C)`` tokens, ``N = H * W``.
+            hw_shape (tuple[int, int]): ``(H, W)``.
+            identity (Tensor, optional): ``(B, N, C)`` added to the output
+                (the residual branch, as in mmcv's ``MultiheadAttention``).
 
-    def _invert(self, mat: torch.Tensor) -> torch.Tensor:
+        Returns:
+            Tensor: ``(B, N, C)``.
+        """
+        self._check_grid(x, hw_shape)
+        q, k, v = self._project(x)
+        q_land, k_land = self._landmarks(q, k, hw_shape)
+        inverse = self._landmark_inverse(q_land, k_land)
+        sim_q = self._similarity(q, k_land)  # Kq (B, h, N, m)
+        sim_k = sim_q if self.share_qk else self._similarity(k, q_land)
+        v_heads = self._split_heads(v).to(sim_k.dtype)
+        # X · (Kkᵀ V / N): the landmarks' summary of the values, (B, h, m, d).
+        context = inverse.to(sim_k.dtype) @ (
+            sim_k.transpose(-1, -2) @ v_heads / v_heads.shape[-2])
+        v_mean = v_heads.mean(dim=-2, keepdim=True)
+        if self.feature_map == 'whiten':
+            mean = sim_q.mean(dim=-2, keepdim=True)
+            var = sim_q.var(dim=-2, unbiased=False, keepdim=True)
+        else:
+            mean = var = None
+        weights, bias = self._readout(context, v_mean, mean, var)
+        out = self._output(sim_q, weights, bias, x.dtype)
+        return self._finish(out, v, hw_shape, identity)
+
+    # The steps of :meth:`forward`, shared with the chunked CPU subclass.
+    def _check_grid(self, x: torch.Tensor, hw_shape: Tuple[int, int]) -> None:
+        if x.ndim != 3 or x.shape[1] != hw_shape[0] * hw_shape[1]:
+            raise ValueError(
+                f'LaplacianAttention: tokens {tuple(x.shape)} do not fill a '
+                f'{hw_shape[0]}x{hw_shape[1]} grid (expected (B, H*W, C))')
+
+    def _project(self, x: torch.Tensor):
+        """``q, k, v`` tokens ``(B, N, C)``; ``k`` is ``q`` when shared."""
+        q = self.q(x)
+        return q, (q if self.share_qk else self.k(x)), self.v(x)
+
+    def _inv_lam(self, dtype: torch.dtype) -> torch.Tensor:
+        """``1/λ`` per head. ``exp(-|a-b|/λ) = exp(-|a/λ - b/λ|)``: scaled
+        inputs need no λ in the kernels, and a learnable λ gets its gradient
+        through the scaling."""
+        return torch.exp(-self.log_lam).to(dtype)
+
+    def _landmarks(self, q: torch.Tensor, k: torch.Tensor,
+                   hw_shape: Tuple[int, int]):
+        """Pooled, 1/λ-scaled landmarks ``q~, k~`` of shape (B, h, m, d)."""
+        grid = landmark_grid(hw_shape, self.num_landmarks)
+        inv_lam = self._inv_lam(q.dtype).view(1, -1, 1, 1)
+        q_land = pool_landmarks(q, hw_shape, grid, self.num_heads) * inv_lam
+        if self.share_qk:
+            return q_land, q_land
+        k_land = pool_landmarks(k, hw_shape, grid, self.num_heads) * inv_lam
+        return q_land, k_land
+
+    def _landmark_inverse(self, q_land: torch.Tensor,
+                          k_land: torch.Tensor) -> torch.Tensor:
+        """``X = (W + εI)^-1`` with ``W = k(q~, k~)``, (B, h, m, m)."""
+        mat = kernel_matrix(q_land, k_land, self.kernel, self.impl)
         batch, heads, m, _ = mat.shape
         eye = torch.eye(m, dtype=mat.dtype, device=mat.device)
         mat = (mat + self.eps * eye).reshape(batch * heads, m, m)
@@ -171,111 +204,66 @@ class LaplacianAttention(nn.Module):
                 mat, num_iters=self.ns_iters, impl=self.impl)
         return inv.reshape(batch, heads, m, m)
 
-    def forward(self,
-                x: torch.Tensor,
-                hw_shape: Tuple[int, int],
-                identity: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """Attend over the tokens of an ``H × W`` grid.
+    def _similarity(self, tokens: torch.Tensor,
+                    landmarks: torch.Tensor) -> torch.Tensor:
+        """Kernel between ``tokens (B, n, C)`` (scaled by 1/λ here) and the
+        scaled ``landmarks (B, h, m, d)``: ``(B, h, n, m)``."""
+        inv_lam = self._inv_lam(tokens.dtype).repeat_interleave(
+            self.head_dims)
+        return kernel_matrix(
+            self._split_heads(tokens * inv_lam), landmarks, self.kernel,
+            self.impl)
 
-        Args:
-            x (Tensor): ``(B, N, C)`` tokens, ``N = H * W``.
-            hw_shape (tuple[int, int]): ``(H, W)``.
-            identity (Tensor, optional): ``(B, N, C)`` added to the output
-                (the residual branch, as in mmcv's ``MultiheadAttention``);
-                in chunked inference it is added chunk by chunk.
+    def _readout(self, context: torch.Tensor, v_mean: torch.Tensor,
+                 mean: Optional[torch.Tensor], var: Optional[torch.Tensor]):
+        """``(weights, bias)`` with ``Z · context + mean_N V = Kq · weights +
+        bias``.
 
-        Returns:
-            Tensor: ``(B, N, C)``.
+        With the whitening scale ``s = 1/sqrt(σ² + δ)``,
+        ``Z·C = Kq·(sᵀ ⊙ C) − (μ ⊙ s)·C``: the whitened N×m matrix is never
+        formed. Without whitening, ``Z = Kq``.
         """
-        batch, num_tokens, channels = x.shape
-        height, width = hw_shape
-        if num_tokens != height * width:
-            raise ValueError(f'LaplacianAttention: {num_tokens} tokens do not '
-                             f'fill a {height}x{width} grid')
-        q_tokens = self.q(x)
-        k_tokens = q_tokens if self.share_qk else self.k(x)
-        v_tokens = self.v(x)
-        # exp(-|a-b|/λ) = exp(-|a/λ - b/λ|): scaled inputs, kernels need no
-        # λ, and a learnable λ gets its gradient through the scaling.
-        inv_lam = torch.exp(-self.log_lam).to(q_tokens.dtype)
-        inv_lam_channels = inv_lam.repeat_interleave(self.head_dims)
-
-        grid = landmark_grid(hw_shape, self.num_landmarks)
-        inv_lam_heads = inv_lam.view(1, -1, 1, 1)
-        q_land = pool_landmarks(q_tokens, hw_shape, grid,
-                                self.num_heads) * inv_lam_heads
-        k_land = q_land if self.share_qk else pool_landmarks(
-            k_tokens, hw_shape, grid, self.num_heads) * inv_lam_heads
-        inv = self._invert(
-            kernel_matrix(q_land, k_land, self.kernel, self.impl))
-
-        chunked = use_chunks(x, self.inference_chunk_tokens)
-        spans = list(
-            token_spans(num_tokens,
-                        self.inference_chunk_tokens if chunked else 0))
-
-        # Pass 1: Kkᵀ V, the column moments of Kq and the sum of V.
-        context, v_sum, moments, sim_q = 0, 0, None, None
-        for start, end in spans:
-            sim_q = self._similarity(q_tokens, inv_lam_channels, k_land,
-                                     start, end)
-            sim_k = sim_q if self.share_qk else self._similarity(
-                k_tokens, inv_lam_channels, q_land, start, end)
-            v = self._split_heads(v_tokens[:, start:end]).to(sim_k.dtype)
-            context = context + sim_k.transpose(-1, -2) @ v
-            v_sum = v_sum + v.sum(dim=-2, keepdim=True)
-            if self.feature_map == 'whiten':
-                moments = ColumnMoments.of(sim_q).merge(moments)
-        context = inv.to(context.dtype) @ (context / num_tokens)  # (B,h,m,d)
-
-        # φ(Kq)·C = Kq·(s ⊙ C) + (mean_N V − (μ ⊙ s)·C), with the whitening
-        # scale s = 1/sqrt(σ² + δ): the whitened N×m matrix is never formed.
-        weights, bias = context, v_sum / num_tokens
-        if moments is not None:
-            scale = torch.rsqrt(moments.var + self.whiten_eps)  # (B,h,1,m)
-            weights = context * scale.transpose(-1, -2)
-            bias = bias - (moments.mean * scale) @ context
-
-        dw_tokens = None
-        if self.dwconv is not None:
-            # (B, N, C) tokens are a channels-last (B, C, H, W) map: no copy.
-            v_map = v_tokens.reshape(batch, height, width,
-                                     channels).permute(0, 3, 1, 2)
-            dw_tokens = self.dwconv(v_map).permute(0, 2, 3, 1).reshape(
-                batch, num_tokens, channels)
-
-        # Pass 2: outputs, reusing the similarities when there is one chunk.
-        if not chunked:
-            out = self._output(sim_q, weights, bias, dw_tokens, x.dtype)
-            return out if identity is None else identity + out
-        out = x.new_empty(batch, num_tokens, channels)
-        for start, end in spans:
-            sim_q = self._similarity(q_tokens, inv_lam_channels, k_land,
-                                     start, end)
-            part = self._output(
-                sim_q, weights, bias,
-                None if dw_tokens is None else dw_tokens[:, start:end],
-                x.dtype)
-            if identity is not None:
-                part += identity[:, start:end]
-            out[:, start:end] = part
-        return out
+        if mean is None:
+            return context, v_mean
+        scale = torch.rsqrt(var + self.whiten_eps)  # (B, h, 1, m)
+        weights = context * scale.transpose(-1, -2)
+        return weights, v_mean - (mean * scale) @ context
 
     def _output(self, sim_q: torch.Tensor, weights: torch.Tensor,
-                bias: torch.Tensor, dw_tokens: Optional[torch.Tensor],
-                dtype: torch.dtype) -> torch.Tensor:
-        """``proj(Kq·weights + bias + DWConv(V))`` for one span of tokens."""
+                bias: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """``Kq · weights + bias`` with the heads merged: ``(B, n, C)``."""
         batch, heads, num_tokens, num_landmarks = sim_q.shape
         out = torch.baddbmm(
             bias.reshape(batch * heads, 1, self.head_dims),
             sim_q.reshape(batch * heads, num_tokens, num_landmarks),
             weights.reshape(batch * heads, num_landmarks, self.head_dims))
-        out = out.to(dtype).reshape(batch, heads, num_tokens,
-                                    self.head_dims).transpose(1, 2).reshape(
-                                        batch, num_tokens, self.embed_dims)
-        if dw_tokens is not None:
-            out = out + dw_tokens
-        return self.proj_drop(self.proj(out))
+        return out.to(dtype).reshape(batch, heads, num_tokens,
+                                     self.head_dims).transpose(1, 2).reshape(
+                                         batch, num_tokens, self.embed_dims)
+
+    def _finish(self, out: torch.Tensor, v: torch.Tensor,
+                hw_shape: Tuple[int, int],
+                identity: Optional[torch.Tensor]) -> torch.Tensor:
+        """``proj(out + DWConv(V))``, plus ``identity`` when given."""
+        if self.dwconv is not None:
+            out = out + self._local_context(v, hw_shape)
+        out = self.proj_drop(self.proj(out))
+        return out if identity is None else identity + out
+
+    def _local_context(self, v: torch.Tensor,
+                       hw_shape: Tuple[int, int]) -> torch.Tensor:
+        """``DWConv(V)`` as ``(B, N, C)`` tokens."""
+        batch, num_tokens, channels = v.shape
+        # (B, N, C) tokens are a channels-last (B, C, H, W) map: no copy.
+        v_map = v.reshape(batch, *hw_shape, channels).permute(0, 3, 1, 2)
+        return self.dwconv(v_map).permute(0, 2, 3,
+                                          1).reshape(batch, num_tokens,
+                                                     channels)
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, num_tokens, _ = x.shape
+        return x.reshape(batch, num_tokens, self.num_heads,
+                         self.head_dims).transpose(1, 2)
 
     def extra_repr(self) -> str:
         return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, '
@@ -283,3 +271,33 @@ class LaplacianAttention(nn.Module):
                 f'inverse={self.inverse}, num_landmarks={self.num_landmarks}, '
                 f'ns_iters={self.ns_iters}, eps={self.eps}, '
                 f'share_qk={self.share_qk}')
+
+
+def _check_settings(embed_dims: int, num_heads: int, kernel: str,
+                    feature_map: str, inverse: str, lam: float,
+                    num_landmarks: int, whiten_eps: float, eps: float,
+                    ns_iters: int, conv_kernel_size: int) -> None:
+    """Raise a ValueError naming the first setting outside its range."""
+    problems = [
+        (embed_dims % num_heads != 0,
+         f'embed_dims ({embed_dims}) must be divisible by num_heads '
+         f'({num_heads})'),
+        (kernel not in KERNELS,
+         f'kernel must be one of {KERNELS}, got {kernel!r}'),
+        (feature_map not in FEATURE_MAPS,
+         f'feature_map must be one of {FEATURE_MAPS}, got {feature_map!r}'),
+        (inverse not in INVERSES,
+         f'inverse must be one of {INVERSES}, got {inverse!r}'),
+        (not lam > 0, f'lam must be positive, got {lam}'),
+        (num_landmarks < 1, f'num_landmarks must be >= 1, got {num_landmarks}'),
+        (not whiten_eps >= 0, f'whiten_eps must be >= 0, got {whiten_eps}'),
+        (not eps >= 0, f'eps must be >= 0, got {eps}'),
+        (ns_iters < 1, f'ns_iters must be >= 1, got {ns_iters}'),
+        (conv_kernel_size < 0 or (conv_kernel_size > 0
+                                  and conv_kernel_size % 2 == 0),
+         'conv_kernel_size must be 0 or odd (same-size output), got '
+         f'{conv_kernel_size}'),
+    ]
+    for failed, message in problems:
+        if failed:
+            raise ValueError(f'LaplacianAttention: {message}')

@@ -30,7 +30,7 @@ class SoftmaxAttention(nn.Module):
                  proj_drop: float = 0.) -> None:
         super().__init__()
         if embed_dims % num_heads != 0:
-            raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
+            raise ValueError(f'SoftmaxAttention: embed_dims ({embed_dims}) must be divisible '
                              f'by num_heads ({num_heads})')
         self.num_heads = num_heads
         self.attn_drop = attn_drop
@@ -40,12 +40,16 @@ class SoftmaxAttention(nn.Module):
 
     def forward(self,
                 x: torch.Tensor,
-                hw_shape: Optional[Tuple[int, int]] = None) -> torch.Tensor:
-        """Attend over ``x (B, N, C)``; ``hw_shape`` is unused."""
+                hw_shape: Optional[Tuple[int, int]] = None,
+                identity: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Attend over ``x (B, N, C)``, the signature of
+        :class:`LaplacianAttention`; ``hw_shape`` is unused (softmax
+        attention needs no grid), ``identity`` is added to the output."""
         batch, num_tokens, channels = x.shape
         qkv = self.qkv(x).reshape(batch, num_tokens, 3, self.num_heads, -1)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         out = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.attn_drop if self.training else 0.)
         out = out.transpose(1, 2).reshape(batch, num_tokens, channels)
-        return self.proj_drop(self.proj(out))
+        out = self.proj_drop(self.proj(out))
+        return out if identity is None else identity + out

@@ -1,7 +1,7 @@
 """Token chunking helpers: spans, mergeable moments, when chunks are used."""
 import torch
 
-from mmlaplacian.models.layers.token_chunks import (ColumnMoments,
+from mmlaplacian.models.cpu_inference.token_chunks import (ColumnMoments,
                                                     token_spans, use_chunks)
 
 

@@ -30,15 +30,29 @@ def token_spans(num_tokens: int, chunk: int) -> Iterator[Tuple[int, int]]:
         yield start, min(start + chunk, num_tokens)
 
 
-def use_chunks(tokens: torch.Tensor, chunk: int) -> bool:
-    """Whether a pass over ``tokens (B, N, C)`` should run in chunks.
+def cpu_inference_active(tensor: torch.Tensor) -> bool:
+    """Whether the CPU-inference layer may take over for ``tensor``.
 
     Only without autograd (chunks would not save activations), only on the
     CPU (a GPU wants few large kernels, and its caches are not the limit),
-    and only when there is more than one chunk.
+    and never while the model is traced, compiled or exported: those see the
+    plain path, whose graph does not depend on the input size.
     """
-    return (not torch.is_grad_enabled() and tokens.device.type == 'cpu'
-            and 0 < chunk < tokens.shape[1])
+    return (not torch.is_grad_enabled() and tensor.device.type == 'cpu'
+            and not _tracing())
+
+
+def use_chunks(tokens: torch.Tensor, chunk: int) -> bool:
+    """Whether a pass over ``tokens (B, N, C)`` should run in chunks: the
+    layer is active and there is more than one chunk."""
+    return 0 < chunk < tokens.shape[1] and cpu_inference_active(tokens)
+
+
+def _tracing() -> bool:
+    compiler = getattr(torch, 'compiler', None)
+    return (torch.jit.is_tracing() or torch.jit.is_scripting()
+            or torch.onnx.is_in_onnx_export()
+            or bool(compiler and compiler.is_compiling()))
 
 
 class ColumnMoments(NamedTuple):

@@ -1,0 +1,207 @@
+"""What every benchmark tool shares: cases in subprocesses, memory, timing.
+
+* :func:`run_in_subprocess` / :func:`worker_main`: one case per fresh Python
+  process (``SCRIPT --worker JSON`` prints ``RESULT <json>``), so one case's
+  allocations, caches and thread pools never affect another's, and a case
+  that runs out of time or memory is reported instead of ending the run.
+* :func:`current_rss_mb`, :func:`peak_rss_mb`: resident memory (Linux).
+* :func:`busy_cores`, :func:`wait_for_idle`: wait for a shared machine.
+* :func:`time_passes`: the one timing loop. A pass is a chain of phases
+  (forward then backward, load then infer); each phase is timed on its own,
+  with the device synchronised before and after it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+RESULT_PREFIX = 'RESULT '
+
+
+# ------------------------------------------------------------- subprocess
+def worker_main(run_case: Callable[[dict], dict], spec_json: str) -> None:
+    """Entry point of a case subprocess: run it and print ``RESULT <json>``.
+
+    A ``MemoryError`` or ``RuntimeError`` becomes ``status='oom'`` or
+    ``'error'`` with the first line of its message; a result without a
+    status gets ``status='ok'``.
+    """
+    spec = json.loads(spec_json)
+    try:
+        result = dict(run_case(spec))
+        result.setdefault('status', 'ok')
+    except (MemoryError, RuntimeError) as err:
+        message = str(err).splitlines()[0] if str(err) else repr(err)
+        oom = isinstance(err, MemoryError) or 'out of memory' in message \
+            or "can't allocate memory" in message.lower()
+        result = dict(spec, status='oom' if oom else 'error', message=message)
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def run_in_subprocess(script: str,
+                      spec: dict,
+                      timeout: Optional[float] = None,
+                      env: Optional[Dict[str, str]] = None,
+                      echo: bool = False) -> dict:
+    """Run ``python script --worker JSON(spec)``; never raises for a case.
+
+    Args:
+        script (str): A tool whose ``--worker`` calls :func:`worker_main`.
+        spec (dict): The case, passed as JSON.
+        timeout (float, optional): Seconds before the case is killed.
+        env (dict, optional): Variables added to this process's environment.
+        echo (bool): Print the worker's standard output.
+
+    Returns:
+        dict: The worker's result, or ``spec`` with ``status`` ``'timeout'``,
+        ``'oom'`` (killed by SIGKILL) or ``'error'`` and a ``message``.
+    """
+    cmd = [sys.executable, os.path.abspath(script), '--worker',
+           json.dumps(spec)]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout,
+            env=dict(os.environ, **(env or {})))
+    except subprocess.TimeoutExpired:
+        return dict(spec, status='timeout', message=f'> {timeout:g} s')
+    if echo:
+        print(proc.stdout)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    if proc.returncode in (-9, 137):
+        return dict(spec, status='oom',
+                    message='killed (SIGKILL: out of memory?)')
+    tail = (proc.stderr.strip().splitlines() or ['no output'])[-1]
+    return dict(spec, status='error',
+                message=f'exit {proc.returncode}: {tail}')
+
+
+# ----------------------------------------------------------------- memory
+def current_rss_mb() -> float:
+    """Resident set size of this process now, in MB (Linux)."""
+    with open('/proc/self/statm') as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf('SC_PAGE_SIZE') / 2**20
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process's own memory so far, in MB.
+
+    Read from ``VmHWM`` (Linux), not ``ru_maxrss``: ``ru_maxrss`` survives
+    ``exec``, so a case subprocess would report its parent's footprint
+    (the forked copy) whenever that was larger than its own.
+    """
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith('VmHWM:'):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ---------------------------------------------------------- shared machine
+def busy_cores(interval: float = 1.) -> float:
+    """Cores kept busy by all processes over ``interval`` (``/proc/stat``)."""
+
+    def sample():
+        with open('/proc/stat') as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        idle = values[3] + values[4]  # idle + iowait
+        return sum(values) - idle, sum(values)
+
+    busy0, total0 = sample()
+    time.sleep(interval)
+    busy1, total1 = sample()
+    cores = os.cpu_count() or 1
+    return cores * (busy1 - busy0) / max(1, total1 - total0)
+
+
+def wait_for_idle(max_seconds: float, idle_cores: float) -> float:
+    """Wait until fewer than ``idle_cores`` are busy (or ``max_seconds``).
+
+    Returns:
+        float: The busy cores measured last.
+    """
+    deadline = time.perf_counter() + max_seconds
+    busy = busy_cores()
+    while busy > idle_cores and time.perf_counter() < deadline:
+        busy = busy_cores(5.)
+    return busy
+
+
+# ----------------------------------------------------------------- timing
+def synchronize(device: Any = None) -> None:
+    """Wait for the device's queued work (a no-op on the CPU)."""
+    if device is not None and str(device).startswith('cuda'):
+        import torch
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class PassTimes:
+    """Seconds of timed passes.
+
+    Attributes:
+        wall (list[list[float]]): Wall seconds per phase, one entry per pass.
+        cpu (list[float]): Process CPU seconds per pass (all threads).
+    """
+    wall: List[List[float]] = field(default_factory=list)
+    cpu: List[float] = field(default_factory=list)
+
+    @property
+    def passes(self) -> int:
+        return len(self.cpu)
+
+    def pass_wall(self) -> List[float]:
+        """Wall seconds of each whole pass (its phases added)."""
+        return [sum(phases) for phases in zip(*self.wall)]
+
+    def median(self, phase: Optional[int] = None) -> float:
+        """Median wall seconds of one phase, or of whole passes."""
+        return statistics.median(
+            self.pass_wall() if phase is None else self.wall[phase])
+
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu)
+
+
+def time_passes(phases: Sequence[Callable[..., Any]],
+                count: int,
+                device: Any = None) -> PassTimes:
+    """Run and time ``count`` passes of a chain of phases.
+
+    The first phase is called without arguments, each later one with the
+    previous phase's return value (e.g. ``forward() -> out``, then
+    ``backward(out)``). The device is synchronised before and after every
+    phase, so queued GPU work is counted where it was launched.
+
+    Args:
+        phases (Sequence[Callable]): The phases of one pass, in order.
+        count (int): Passes to run (0 runs none).
+        device (optional): A CUDA device to synchronise; None for the CPU.
+
+    Returns:
+        PassTimes: Wall seconds per phase and CPU seconds per pass.
+    """
+    times = PassTimes(wall=[[] for _ in phases])
+    for _ in range(count):
+        value = None
+        cpu_start = time.process_time()
+        for index, phase in enumerate(phases):
+            synchronize(device)
+            start = time.perf_counter()
+            value = phase() if index == 0 else phase(value)
+            synchronize(device)
+            times.wall[index].append(time.perf_counter() - start)
+        times.cpu.append(time.process_time() - cpu_start)
+    return times
