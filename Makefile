@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: install test test-fast demo gpu-check clean
+.PHONY: install test test-fast demo demo-seg gpu-check clean
 
 install:  ## set up everything in the active Python environment
 	bash tools/install.sh
@@ -14,7 +14,10 @@ test-fast:  ## skip the slow end-to-end runs
 demo:  ## the quick start: synthetic COCO, train Tiny Mask R-CNN, COCO AP, pictures
 	bash tools/quickstart.sh
 
-gpu-check:  ## CUDA build, CUDA tests and op benchmarks on a GPU machine
+demo-seg:  ## segmentation quick start: synthetic label maps, Tiny Semantic FPN, mIoU, pictures
+	bash tools/quickstart_seg.sh
+
+gpu-check:  ## GPU acceptance run (build, op/model/AMP tests, sanitizers, benchmarks): gpu_check_out/gpu_report.md
 	bash tools/gpu_check.sh
 
 clean:

@@ -14,5 +14,7 @@ if importlib.util.find_spec('mmengine') is not None:
     # (the weights-only default); fix it for every user of the package.
     install_mmengine_checkpoint_fix()
     from . import engine  # noqa: E402,F401  (registers the CPU AMP wrapper)
+    # Registers CheckedCocoDataset, which the detection configs use.
+    from . import datasets  # noqa: E402,F401
     from .models import LaplacianAttention, LaplacianFormer  # noqa: E402
     __all__ += ['LaplacianFormer', 'LaplacianAttention']

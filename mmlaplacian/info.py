@@ -8,14 +8,16 @@ import sys
 from collections import OrderedDict
 from typing import Dict
 
-PACKAGES = ('torch', 'mmengine', 'mmcv', 'mmdet', 'mmpretrain', 'pycocotools',
-            'numpy')
+PACKAGES = ('torch', 'mmengine', 'mmcv', 'mmdet', 'mmpretrain', 'mmseg',
+            'pycocotools', 'numpy')
+# Import name -> distribution name, where they differ.
+DISTRIBUTIONS = {'mmseg': 'mmsegmentation'}
 
 
 def _version(name: str) -> str:
     try:
         from importlib.metadata import version
-        return version(name)
+        return version(DISTRIBUTIONS.get(name, name))
     except Exception:  # not installed, or no metadata
         try:
             return importlib.import_module(name).__version__
@@ -68,6 +70,8 @@ def collect_env() -> Dict[str, str]:
     except ImportError:
         pass
     env['mmcv._ext loads'] = _try_import('mmcv._ext')
+    # mmseg imports ftfy and regex with its models: a missing one shows here.
+    env['mmseg.models loads'] = _try_import('mmseg.models')
     env['mmlaplacian._ext loads'] = _try_import('mmlaplacian._ext')
     try:
         from mmlaplacian.ops import ext_info

@@ -7,6 +7,7 @@
 # existing torch >= 2.1 is kept, with a torchvision that pairs with it), the
 # build tools, mmengine, mmcv 2.1.0 compiled with ops (skipped when an mmcv
 # whose mmcv._ext loads is already installed), mmdet, mmpretrain,
+# mmsegmentation (with ftfy and regex, which mmseg.models imports),
 # pycocotools and the test tools, then builds mmlaplacian's own extension and
 # installs the package in editable mode. Safe to run again.
 #
@@ -98,8 +99,9 @@ else
     "rebuild it: MMCV_WITH_OPS=1 pip install --no-build-isolation --no-cache-dir --force-reinstall mmcv==$MMCV_VERSION"
 fi
 
-step "mmdet, mmpretrain, pycocotools and the test tools"
-pip_install "mmdet==3.3.0" "mmpretrain==1.2.0" -r requirements/runtime.txt -r requirements/tests.txt
+step "mmdet, mmpretrain, mmsegmentation, pycocotools, ONNX export tools and the test tools"
+pip_install "mmdet==3.3.0" "mmpretrain==1.2.0" "mmsegmentation==1.2.2" -r requirements/runtime.txt -r requirements/tests.txt \
+  -r requirements/deploy.txt
 
 step "mmlaplacian and its extension mmlaplacian._ext"
 if [ "${FORCE_CUDA:-0}" = "1" ]; then
@@ -114,7 +116,7 @@ if ! (cd / && "$PY" -c "import mmlaplacian, os, sys; sys.exit(not os.path.samefi
 fi
 
 step "check"
-"$PY" -c "import mmcv.ops, mmdet.models, mmpretrain.models, mmlaplacian._ext" \
+"$PY" -c "import mmcv.ops, mmdet.models, mmpretrain.models, mmseg.models, mmlaplacian._ext" \
   || die "the installed stack does not import" "read the error above; rerun bash tools/install.sh"
 "$PY" -m mmlaplacian.info
 echo

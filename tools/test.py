@@ -1,4 +1,5 @@
-"""Evaluate a trained detector (COCO metrics from the config's evaluator).
+"""Evaluate a trained model with the config's evaluator: COCO AP for the
+detectors, mIoU / mAcc / aAcc (mmseg's IoUMetric) for the segmentors.
 
 Examples:
     python tools/test.py configs/mask_rcnn/lf_tiny_1x.py \
@@ -20,6 +21,7 @@ import mmlaplacian  # noqa: E402,F401
 from mmdet.engine.hooks.utils import trigger_visualization_hook  # noqa: E402
 from mmdet.evaluation import DumpDetResults  # noqa: E402
 from mmengine.config import Config, ConfigDict, DictAction  # noqa: E402
+from mmengine.evaluator import DumpResults  # noqa: E402
 
 from mmlaplacian.engine import (build_runner, load_config,  # noqa: E402
                                 shutdown_distributed)
@@ -100,12 +102,39 @@ def apply_tta(cfg: Config) -> None:
     cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
 
 
+def is_segmentation(cfg: Config) -> bool:
+    """Whether the config runs in mmseg's scope."""
+    return cfg.get('default_scope') == 'mmseg'
+
+
+def trigger_seg_visualization_hook(cfg: Config,
+                                   args: argparse.Namespace) -> None:
+    """mmseg's ``SegVisualizationHook`` draws (and shows or saves) every
+    prediction beside its ground truth, as mmdet's hook does for detectors;
+    saved pictures go to ``<show_dir>/vis_data/vis_image/`` (a relative
+    ``show_dir`` is taken in the work directory)."""
+    hook = cfg.default_hooks.get('visualization')
+    if hook is None:
+        raise RuntimeError(
+            f'--show/--show-dir: {args.config} has no '
+            'default_hooks.visualization (SegVisualizationHook)')
+    hook['draw'] = True
+    hook['interval'] = 1
+    if args.show:
+        hook['show'] = True
+        hook['wait_time'] = args.wait_time
+    if args.show_dir:
+        cfg.visualizer['save_dir'] = osp.join(cfg.work_dir, args.show_dir)
+
+
 def build_config(args: argparse.Namespace) -> Config:
     """The config with the command-line settings applied."""
     cfg = load_config(args.config, args.launcher, args.cfg_options,
                       args.work_dir)
     cfg.load_from = args.checkpoint
-    if args.show or args.show_dir:
+    if (args.show or args.show_dir) and is_segmentation(cfg):
+        trigger_seg_visualization_hook(cfg, args)
+    elif args.show or args.show_dir:
         cfg = trigger_visualization_hook(cfg, args)
     if args.tta:
         apply_tta(cfg)
@@ -116,8 +145,8 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     runner = build_runner(build_config(args))
     if args.out is not None:
-        runner.test_evaluator.metrics.append(
-            DumpDetResults(out_file_path=args.out))
+        dump = DumpResults if is_segmentation(runner.cfg) else DumpDetResults
+        runner.test_evaluator.metrics.append(dump(out_file_path=args.out))
     runner.test()
     shutdown_distributed()
 

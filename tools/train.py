@@ -63,6 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not osp.isfile(args.config):
         parser.error(f'config file not found: {args.config}')
+    if (args.resume not in (None, 'auto') and not osp.isfile(args.resume)
+            and '://' not in args.resume):
+        parser.error(f'--resume: checkpoint file not found: {args.resume}')
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
     return args
@@ -89,10 +92,7 @@ def build_config(args: argparse.Namespace) -> Config:
     if args.resume == 'auto':
         cfg.resume = True
         cfg.load_from = None
-    elif args.resume is not None:
-        if not osp.isfile(args.resume) and '://' not in args.resume:
-            raise FileNotFoundError(
-                f'--resume: checkpoint file not found: {args.resume}')
+    elif args.resume is not None:  # checked by parse_args
         cfg.resume = True
         cfg.load_from = args.resume
     return cfg

@@ -27,8 +27,15 @@ model = dict(
     neck=dict(in_channels=[64, 128, 320, 512]))
 
 data_root = '{{$COCO_ROOT:data/coco}}/'
-train_dataloader = dict(batch_size=2, dataset=dict(data_root=data_root))
-val_dataloader = dict(dataset=dict(data_root=data_root))
+# CocoDataset that names the annotation file when it is empty, truncated or
+# malformed, and warns how many boxes metainfo.classes drops.
+dataset_type = 'CheckedCocoDataset'
+train_dataloader = dict(
+    batch_size=2, dataset=dict(type=dataset_type, data_root=data_root))
+val_dataloader = dict(dataset=dict(type=dataset_type, data_root=data_root))
 test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
 test_evaluator = val_evaluator
+# Stop at the first non-finite loss or input, naming the iteration, the loss
+# terms and the images (instead of training on NaN weights).
+custom_hooks = [dict(type='FiniteCheckHook')]

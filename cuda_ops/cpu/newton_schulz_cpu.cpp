@@ -6,6 +6,7 @@
 // matmuls: small matrices then pay no thread synchronisation per step. Fewer
 // matrices leave the threading to the batched matmul itself.
 #include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
 
@@ -25,7 +26,11 @@ at::Tensor newton_schulz_cpu_compute(const at::Tensor& a, int64_t num_iters,
     return newton_schulz_matmul(a, num_iters, init);
   }
   at::Tensor x = at::empty_like(a);
+  // Worker threads start without the caller's thread-local state: carry it
+  // over, or inference tensors (torch.inference_mode) refuse the copy.
+  const at::ThreadLocalState caller_state;
   at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
+    at::ThreadLocalStateGuard state_guard(caller_state);
     x.narrow(0, begin, end - begin)
         .copy_(newton_schulz_matmul(a.narrow(0, begin, end - begin),
                                     num_iters, init));

@@ -1,5 +1,40 @@
-"""Datasets shipped with mmlaplacian (generators; no registry entries)."""
-from .synthetic_shapes import (SHAPE_CLASSES, is_complete, make_scene,
-                               make_synthetic_coco)
+"""Dataset classes and input checks that configs use at run time.
 
-__all__ = ['SHAPE_CLASSES', 'is_complete', 'make_scene', 'make_synthetic_coco']
+The synthetic-data generators are tools: ``tools/dataset_converters/``.
+"""
+# Semantic segmentation: label-map checks, the CheckLabelMap transform, and
+# LabelMapDataset (registered in mmseg's registries by mmlaplacian.registry;
+# the dataset module itself is imported only when a config builds it).
+from mmlaplacian.registry import register_downstream
+
+from .check_label_map import CheckLabelMap
+from .label_map_checks import LabelMapError, check_label_map
+
+
+def build_label_map_dataset(*args, **kwargs):
+    """Build :class:`~.label_map_dataset.LabelMapDataset` (registered in
+    mmseg's ``DATASETS`` under that name; imports ``mmseg.datasets``)."""
+    from .label_map_dataset import LabelMapDataset
+    return LabelMapDataset(*args, **kwargs)
+
+
+_MMSEG = ('mmseg.registry', )
+register_downstream(CheckLabelMap, 'TRANSFORMS', _MMSEG)
+register_downstream(
+    build_label_map_dataset, 'DATASETS', _MMSEG, name='LabelMapDataset')
+
+__all__ = [
+    'CheckLabelMap', 'LabelMapError', 'build_label_map_dataset',
+    'check_label_map'
+]
+
+# COCO annotation checks, and the CocoDataset that applies them (registered
+# in mmdet's DATASETS as 'CheckedCocoDataset').
+from .checked_coco import CheckedCocoDataset, SmallImagesWarning  # noqa
+from .coco_checks import (CocoClassesWarning, class_mismatch,  # noqa: E402
+                          read_coco_annotations)
+
+__all__ += [
+    'CheckedCocoDataset', 'CocoClassesWarning', 'class_mismatch',
+    'read_coco_annotations', 'SmallImagesWarning'
+]

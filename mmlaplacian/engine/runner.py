@@ -2,12 +2,14 @@
 ``tools/test.py`` and the analysis tools."""
 from __future__ import annotations
 
+import importlib
 import os.path as osp
 from typing import Optional
 
 from mmengine.config import Config
 from mmengine.runner import Runner
 
+from .config_checks import warn_unknown_options
 from .distributed import init_cpu_distributed
 
 
@@ -21,10 +23,13 @@ def read_config(path: str, cfg_options: Optional[dict] = None) -> Config:
             merges nothing.
 
     Returns:
-        Config: The config with the overrides applied.
+        Config: The config with the overrides applied. A key that the
+        config does not have is still merged, with a warning (a misspelt
+        key would otherwise change nothing, silently).
     """
     cfg = Config.fromfile(path)  # names a missing file itself
     if cfg_options:
+        warn_unknown_options(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
     return cfg
 
@@ -62,10 +67,28 @@ def build_runner(cfg: Config) -> Runner:
     without a GPU, and limits ``torch.compile`` recompilations as mmdet's
     tools do.
     """
-    from mmdet.registry import RUNNERS
     from mmdet.utils import setup_cache_size_limit_of_dynamo
     setup_cache_size_limit_of_dynamo()
-    init_cpu_distributed(cfg)
+    if init_cpu_distributed(cfg):
+        sync_bn_to_bn(cfg.model)
     if 'runner_type' not in cfg:
         return Runner.from_cfg(cfg)
-    return RUNNERS.build(cfg)
+    # The config's scope (mmdet, mmseg, ...) owns its runner registry.
+    scope = cfg.get('default_scope') or 'mmdet'
+    return importlib.import_module(f'{scope}.registry').RUNNERS.build(cfg)
+
+
+def sync_bn_to_bn(model_cfg) -> None:
+    """Replace SyncBN by BN in a model config, in place.
+
+    SyncBN has no CPU kernel; with gloo on CPUs each process normalises its
+    own batch instead (mmengine reverts SyncBN itself for one process).
+    """
+    if isinstance(model_cfg, dict):
+        if model_cfg.get('type') == 'SyncBN':
+            model_cfg['type'] = 'BN'
+        for value in model_cfg.values():
+            sync_bn_to_bn(value)
+    elif isinstance(model_cfg, (list, tuple)):
+        for value in model_cfg:
+            sync_bn_to_bn(value)

@@ -183,3 +183,38 @@ def test_tracing_sees_the_plain_path():
                       for line in str(graph).splitlines() if '=' in line)
 
     assert ops(traced.inlined_graph) == ops(traced_plain.inlined_graph)
+
+
+def test_detectors_built_from_our_configs_take_it():
+    """The switch is in the backbone, so every tool that builds a detector
+    from our configs (ours, mmdet's own test.py, DetInferencer) gets it."""
+    import os.path as osp
+
+    from mmdet.registry import MODELS
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    root = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+    cfg = Config.fromfile(osp.join(root, 'configs/mask_rcnn/lf_tiny_1x.py'))
+    cfg.model.backbone.init_cfg = None
+    init_default_scope('mmdet')
+    detector = MODELS.build(cfg.model)
+    kinds = {type(m).__name__ for m in detector.backbone.modules()}
+    assert 'ChunkedLaplacianAttention' in kinds and 'BandedConvStem' in kinds
+
+
+def test_inference_mode_equals_no_grad():
+    """``torch.inference_mode`` (inference tensors: no in-place update
+    outside it, also in the kernels' worker threads) gives the no-grad
+    outputs, also after the folded weights were cached under it."""
+    torch.manual_seed(0)
+    model = LaplacianFormer('tiny', inference_chunk_tokens=300).eval()
+    x = torch.randn(2, 3, 96, 128)
+    with torch.inference_mode():
+        first = model(x)
+    with torch.no_grad():
+        expected = model(x)
+    with torch.inference_mode():
+        again = model(x)
+    for a, b, c in zip(first, expected, again):
+        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(c, b)

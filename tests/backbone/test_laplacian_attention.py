@@ -101,11 +101,19 @@ def test_ablation_switches_run_and_backpropagate(options):
         assert param.grad is not None, name
         assert torch.isfinite(param.grad).all(), name
     if options.get('learnable_lam'):
-        assert attn.log_lam.grad.abs().sum() > 0
         assert math.isclose(attn.log_lam.exp()[0].item(), 2.0, rel_tol=1e-6)
+        assert (attn.log_lam.grad.abs() > 0).all()
+        before = attn.log_lam.detach().clone()
+        torch.optim.SGD([attn.log_lam], lr=1.0).step()
+        # Each head's λ moved against its own gradient.
+        torch.testing.assert_close(attn.log_lam.detach(),
+                                   before - attn.log_lam.grad)
+        assert (attn.log_lam.detach() != before).all()
 
 
 def test_train_and_eval_agree_and_batch_independent():
+    """Per-sample whitening: a sample's output depends neither on the mode
+    nor on the other samples of its batch (batch statistics would fail)."""
     torch.manual_seed(0)
     attn = LaplacianAttention(64, 2)
     x = torch.randn(3, 12 * 10, 64)
@@ -114,6 +122,14 @@ def test_train_and_eval_agree_and_batch_independent():
     torch.testing.assert_close(train_out, eval_out)
     single = attn(x[1:2], (12, 10))
     torch.testing.assert_close(single, eval_out[1:2], rtol=1e-5, atol=1e-5)
+    shuffled = attn(x[[2, 0, 1]], (12, 10))
+    torch.testing.assert_close(shuffled[1], eval_out[0], rtol=1e-5,
+                               atol=1e-5)
+    # The comparison can fail: dropout makes training differ.
+    dropout = LaplacianAttention(64, 2, proj_drop=0.5)
+    dropout.load_state_dict(attn.state_dict())
+    assert not torch.allclose(dropout.train()(x, (12, 10)), eval_out)
+    torch.testing.assert_close(dropout.eval()(x, (12, 10)), eval_out)
 
 
 @pytest.mark.parametrize('bad', [

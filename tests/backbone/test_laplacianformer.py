@@ -224,6 +224,37 @@ def test_bad_checkpoints_and_archs_name_the_problem(tmp_path):
         LaplacianFormer('tiny')(torch.rand(1, 1, 32, 32))
 
 
+@pytest.mark.parametrize('kwargs,error,match', [
+    (dict(arch=dict(embed_dims=[64, 128, 320, 512], depths=[1, 2, 3, 2],
+                    num_heads=[2, 4, 7, 16])), ValueError, '320 % 7'),
+    (dict(arch=dict(embed_dims=[64, 128, 320], depths=[1, 2, 3],
+                    num_heads=[2, 4, 10])), ValueError, 'needs 4 entries'),
+    (dict(conv_kernel_sizes=(9, 5)), ValueError, 'conv_kernel_sizes'),
+    (dict(frozen_stages=5), ValueError, 'frozen_stages'),
+    (dict(out_indices=()), ValueError, 'out_indices'),
+    (dict(drop_path_rate=1.5), ValueError, 'drop_path_rate'),
+    (dict(attn_cfg=dict(eps=-0.01)), ValueError, 'eps must be >= 0'),
+    (dict(attn_cfg=dict(whiten_eps=-1.)), ValueError, 'whiten_eps'),
+    (dict(attn_cfg=dict(kernel='cosine')), ValueError, 'kernel'),
+])
+def test_bad_settings_name_the_problem(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        LaplacianFormer(**kwargs)
+
+
+def test_bad_inputs_name_the_problem():
+    model = LaplacianFormer('tiny').eval()
+    with pytest.raises(ValueError, match='empty batch'):
+        model(torch.rand(0, 3, 64, 64))
+    for dtype in (torch.float16, torch.bfloat16):
+        with pytest.raises(TypeError, match=str(dtype)):
+            model(torch.rand(1, 3, 64, 64, dtype=dtype))
+    # Under autocast a half-precision input is what the user asked for.
+    with torch.autocast('cpu', dtype=torch.bfloat16), torch.no_grad():
+        outs = model(torch.rand(1, 3, 64, 64, dtype=torch.bfloat16))
+    assert all(torch.isfinite(o.float()).all() for o in outs)
+
+
 def test_custom_arch_dict():
     arch = dict(embed_dims=[32, 64, 96, 128], depths=[1, 1, 1, 1],
                 num_heads=[1, 2, 3, 4])

@@ -14,6 +14,9 @@ REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TEST_CONFIG_DIR = osp.join(osp.dirname(osp.abspath(__file__)), 'configs')
 MASK_RCNN_CONFIG = osp.join(TEST_CONFIG_DIR, 'mask_rcnn_synthetic.py')
 RETINANET_CONFIG = osp.join(TEST_CONFIG_DIR, 'retinanet_synthetic.py')
+# The session's trained Mask R-CNN over-fits this many training images for
+# this many epochs, long enough to learn them (see test_train_eval.py).
+OVERFIT_IMAGES, OVERFIT_EPOCHS = 4, 20
 
 
 def repo_path(*parts: str) -> str:

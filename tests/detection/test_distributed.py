@@ -7,7 +7,7 @@ import torch
 from detection_utils import (MASK_RCNN_CONFIG, free_port, read_test_metrics,
                              run_tool)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_dist_train_two_processes(synthetic_env, tmp_path):
@@ -40,7 +40,7 @@ def test_dist_test_two_processes(trained_mask_rcnn, mask_rcnn_test_run,
     proc = run_tool([
         'tools/dist_test.sh', MASK_RCNN_CONFIG,
         trained_mask_rcnn['checkpoint'], '2', '--work-dir',
-        str(tmp_path)
+        str(tmp_path), '--cfg-options', *trained_mask_rcnn['evaluate']
     ], env=env)
     # 4 images, 2 per process and batch 2: one batch each, gathered once.
     assert 'Epoch(test) [1/1]' in proc.stdout

@@ -7,7 +7,7 @@ import pytest
 from detection_utils import MASK_RCNN_CONFIG, latest_run_dir, run_tool
 from PIL import Image
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def differs(drawn: str, original: str) -> bool:

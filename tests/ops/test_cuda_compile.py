@@ -36,10 +36,14 @@ def find_nvcc():
 
 
 NVCC = find_nvcc()
-pytestmark = pytest.mark.skipif(
-    NVCC is None,
-    reason='nvcc not found: set CUDA_HOME or put nvcc on PATH to compile '
-    'the CUDA sources')
+pytestmark = [
+    # nvcc may take minutes per source on 2 shared cores (TIMEOUT_S each).
+    pytest.mark.timeout(1200),
+    pytest.mark.skipif(
+        NVCC is None,
+        reason='nvcc not found: set CUDA_HOME or put nvcc on PATH to '
+        'compile the CUDA sources'),
+]
 
 
 def torch_cxx_standard():

@@ -13,15 +13,10 @@ Layout written::
 """
 import argparse
 import json
-import os.path as osp
 import sys
 
-# Runs from a source checkout without installing the package.
-sys.path.insert(0,
-                osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-
-from mmlaplacian.datasets.synthetic_shapes import (  # noqa: E402
-    SHAPE_CLASSES, make_synthetic_coco)
+# The generator is the module beside this script (on sys.path as its folder).
+from synthetic_shapes import SHAPE_CLASSES, make_synthetic_coco
 
 
 def parse_args(argv=None) -> argparse.Namespace:

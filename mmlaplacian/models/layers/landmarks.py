@@ -2,10 +2,15 @@
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
+
+try:  # torch >= 2.2; symbolic sizes only occur in dynamic-shape export
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+except ImportError:  # pragma: no cover
+    statically_known_true = bool
 
 
 def landmark_grid(hw_shape: Tuple[int, int],
@@ -28,10 +33,62 @@ def landmark_grid(hw_shape: Tuple[int, int],
     height, width = hw_shape
     if height * width <= num_landmarks:
         return height, width
+    if isinstance(height, torch.SymInt) or isinstance(width, torch.SymInt):
+        return _symbolic_grid(height, width, num_landmarks)
     grid_h = int(math.sqrt(num_landmarks * height / width))
     grid_h = max(1, min(height, num_landmarks, grid_h))
     grid_w = max(1, min(width, num_landmarks // grid_h))
     return grid_h, grid_w
+
+
+def _symbolic_grid(height, width, num_landmarks: int):
+    """:func:`landmark_grid` of symbolic sizes (dynamic-shape export): the
+    same grid in integer arithmetic, ``floor(sqrt(L·H/W)) =
+    floor(sqrt(floor(L·H/W)))``, which stays symbolic instead of being
+    evaluated once at export time."""
+    grid_h = math.floor(torch.sym_sqrt(num_landmarks * height // width))
+    grid_h = torch.sym_max(
+        1, torch.sym_min(torch.sym_min(height, num_landmarks), grid_h))
+    grid_w = torch.sym_max(1, torch.sym_min(width, num_landmarks // grid_h))
+    return grid_h, grid_w
+
+
+def sizes_known_equal(sizes: Sequence, others: Sequence) -> bool:
+    """Whether two shapes are equal, as a Python bool. Symbolic sizes
+    (dynamic-shape export) count as equal only when provably so: no guard
+    fixes them to one value."""
+    for size, other in zip(sizes, others):
+        same = size == other
+        if isinstance(same, torch.SymBool):
+            same = statically_known_true(same)
+        if not same:
+            return False
+    return len(sizes) == len(others)
+
+
+def _pooling_matrix(size, bins, like: torch.Tensor) -> torch.Tensor:
+    """``(bins, size)`` weights of adaptive average pooling along one axis:
+    bin ``i`` averages ``[floor(i·S/b), ceil((i+1)·S/b))``. Built from
+    ``arange`` and comparisons, so it follows symbolic sizes."""
+    index = torch.arange(bins, device=like.device)
+    position = torch.arange(size, device=like.device)
+    start = torch.div(index * size, bins, rounding_mode='floor')
+    end = torch.div((index + 1) * size + bins - 1, bins,
+                    rounding_mode='floor')
+    inside = (position >= start[:, None]) & (position < end[:, None])
+    return inside.to(like.dtype) / (end - start)[:, None].to(like.dtype)
+
+
+def _adaptive_avg_pool(spatial: torch.Tensor, grid) -> torch.Tensor:
+    """``F.adaptive_avg_pool2d`` for concrete sizes; for symbolic ones
+    (dynamic-shape export), the same pooling as two matrix products, which
+    the exporter can express without fixing the sizes."""
+    sizes = (*spatial.shape[-2:], *grid)
+    if not any(isinstance(size, torch.SymInt) for size in sizes):
+        return F.adaptive_avg_pool2d(spatial, grid)
+    rows = _pooling_matrix(spatial.shape[-2], grid[0], spatial)
+    cols = _pooling_matrix(spatial.shape[-1], grid[1], spatial)
+    return rows @ spatial @ cols.transpose(0, 1)
 
 
 def pool_landmarks(tokens: torch.Tensor, hw_shape: Tuple[int, int],
@@ -51,7 +108,7 @@ def pool_landmarks(tokens: torch.Tensor, hw_shape: Tuple[int, int],
         the tokens themselves.
     """
     batch, num_tokens, channels = tokens.shape
-    if tuple(grid) == tuple(hw_shape):
+    if sizes_known_equal(grid, hw_shape):
         landmarks = tokens
     else:
         height, width = hw_shape
@@ -59,7 +116,7 @@ def pool_landmarks(tokens: torch.Tensor, hw_shape: Tuple[int, int],
         # copy.
         spatial = tokens.reshape(batch, height, width,
                                  channels).permute(0, 3, 1, 2)
-        landmarks = F.adaptive_avg_pool2d(spatial, grid).flatten(2).transpose(
+        landmarks = _adaptive_avg_pool(spatial, grid).flatten(2).transpose(
             1, 2)
     return landmarks.reshape(batch, -1, num_heads,
                              channels // num_heads).transpose(1, 2)

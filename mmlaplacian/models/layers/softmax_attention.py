@@ -12,7 +12,10 @@ class SoftmaxAttention(nn.Module):
     """Multi-head softmax attention through ``F.scaled_dot_product_attention``.
 
     Used in stage 4, where the grid is small; the fused SDPA kernels keep
-    memory linear in the tokens.
+    memory linear in the tokens. Not mmcv's ``MultiheadAttention``: that
+    wraps ``nn.MultiheadAttention`` (sequence-first layout, an N×N weight
+    matrix in eager mode, ``in_proj_*`` keys), where SDPA is fused and the
+    one ``qkv`` projection keeps SOFT-style checkpoints loadable.
 
     Args:
         embed_dims (int): Channels C.

@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 
+from .landmarks import sizes_known_equal
 from .transformer_block import LaplacianFormerBlock
 
 
@@ -94,7 +95,9 @@ class LaplacianFormerStage(nn.Module):
     def position_embedding(self, hw_shape: Sequence[int]) -> torch.Tensor:
         """The embedding resized to ``hw_shape``, as ``(1, H*W, C)``."""
         pos = self.pos_embed
-        if tuple(pos.shape[-2:]) != tuple(hw_shape):
+        # Symbolic sizes (dynamic-shape export) are always resized: the
+        # identity when they equal the table's.
+        if not sizes_known_equal(pos.shape[-2:], hw_shape):
             # Channels-last in, channels-last out: the (1, N, C) token view
             # of the resized table is then contiguous.
             pos = F.interpolate(

@@ -1,0 +1,37 @@
+# Semantic FPN with a LaplacianFormer-Tiny backbone on ADE20K, 40k iterations
+# of 512x512 crops: PVT's Semantic FPN recipe
+# (configs/_base_/schedules/sem_fpn_adamw_40k.py: AdamW, poly decay).
+#
+# Batch: 4 images per GPU; the recipe assumes 8 GPUs (32 images per
+# iteration). For another total, add --auto-scale-lr.
+# Data: ADE20K at data/ade/ADEChallengeData2016 (mmseg's layout). Elsewhere,
+# set ADE_ROOT:
+#   ADE_ROOT=/data/ADEChallengeData2016 python tools/train.py \
+#       configs/sem_fpn/lf_tiny_fpn_40k_ade20k.py
+# Backbone weights: an ImageNet-1k checkpoint of LaplacianFormer-Tiny at
+# `pretrained` below (see configs/imagenet), or
+#   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/ckpt.pth
+_base_ = [
+    'mmseg::_base_/models/fpn_r50.py',
+    '../_base_/datasets/ade20k_checked.py',
+    '../_base_/schedules/sem_fpn_adamw_40k.py',
+    'mmseg::_base_/default_runtime.py'
+]
+custom_imports = dict(imports=['mmlaplacian'], allow_failed_imports=False)
+
+crop_size = (512, 512)
+pretrained = 'checkpoints/lf_tiny_in1k.pth'
+model = dict(
+    data_preprocessor=dict(size=crop_size),
+    pretrained=None,
+    backbone=dict(
+        _delete_=True,
+        type='LaplacianFormer',
+        arch='tiny',
+        drop_path_rate=0.1,
+        out_indices=(0, 1, 2, 3),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
+    neck=dict(in_channels=[64, 128, 320, 512]),
+    decode_head=dict(num_classes=150))
+
+train_dataloader = dict(batch_size=4)

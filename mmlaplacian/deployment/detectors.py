@@ -1,0 +1,314 @@
+"""Export-time forward passes of mmdet detectors, ending in postprocessing.
+
+mmdet's eager postprocessing filters with boolean indexing, loops over the
+RoIs of each pyramid level and calls mmcv's compiled NMS and RoI Align,
+none of which a graph exporter can record. The modules here run the same
+trained submodules (backbone, neck, heads) and redo the postprocessing with
+:mod:`.box_ops`, which lowers to standard ONNX operators (``TopK``,
+``NonMaxSuppression``, ``RoiAlign``, ``Gather``...). The contract:
+
+* input ``image``: ``(1, 3, H, W)`` float, pixel values as the config's
+  pipeline loads them (mmcv: BGR, 0-255), H and W multiples of the data
+  preprocessor's ``pad_size_divisor``; the graph normalises it.
+* outputs, each padded to ``max_per_img`` rows sorted by score:
+  ``boxes (D, 4)`` in input pixels, ``scores (D,)``, ``labels (D,)`` int64,
+  ``num_dets ()`` int64 (the valid leading rows) and, for Mask R-CNN,
+  ``masks (D, M, M)``: the mask head's probabilities for each box's label.
+  Pasting them into the image (``paste_masks``) is left to the caller, as
+  in mmdeploy: a full-image mask per box would dominate the graph's memory.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+
+from .box_ops import (INVALID_SCORE, batched_nms_keep, decode_deltas,
+                      roi_align_levels, select_top, top_k)
+from .unsupported import ExportUnsupportedError, check_exportable
+
+DETECTION_OUTPUTS = ('boxes', 'scores', 'labels', 'num_dets')
+MASK_OUTPUTS = DETECTION_OUTPUTS + ('masks', )
+
+
+def _cfg_get(cfg, key: str, default=None):
+    return cfg.get(key, default) if cfg is not None else default
+
+
+def _check_nms(cfg, where: str) -> float:
+    nms = _cfg_get(cfg, 'nms')
+    if nms is None or nms.get('type', 'nms') != 'nms':
+        raise ExportUnsupportedError(
+            f'{where}.nms = {nms!r}: only plain NMS (type="nms") exports '
+            f'to ONNX NonMaxSuppression')
+    return float(nms['iou_threshold'])
+
+
+def _check_delta_coder(coder, where: str) -> None:
+    name = type(coder).__name__
+    if name != 'DeltaXYWHBBoxCoder':
+        raise ExportUnsupportedError(
+            f'{where} ({name}): the export path decodes DeltaXYWHBBoxCoder '
+            f'boxes only')
+    if getattr(coder, 'add_ctr_clamp',
+               False) or not getattr(coder, 'clip_border', True):
+        raise ExportUnsupportedError(
+            f'{where} ({name}): add_ctr_clamp=True or clip_border=False is '
+            f'not supported by the export path')
+
+
+def _decode(coder, priors, deltas, image_hw):
+    # mmdet's heads call decode() with its default wh_ratio_clip.
+    return decode_deltas(priors, deltas, coder.means, coder.stds, image_hw)
+
+
+class _Normalize(nn.Module):
+    """The data preprocessor's channel flip and normalisation."""
+
+    def __init__(self, data_preprocessor: nn.Module) -> None:
+        super().__init__()
+        self.flip = bool(
+            getattr(data_preprocessor, '_channel_conversion', False))
+        self.enabled = bool(
+            getattr(data_preprocessor, '_enable_normalize', False))
+        if self.enabled:
+            self.register_buffer('mean', data_preprocessor.mean.clone())
+            self.register_buffer('std', data_preprocessor.std.clone())
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        if self.flip:
+            image = image.flip(1)
+        if self.enabled:
+            image = (image - self.mean) / self.std
+        return image
+
+
+def _rpn_proposals(rpn_head, cfg, feats, image_hw):
+    """RPNHead.predict_by_feat for one image: ``(proposals (K, 4), valid
+    (K,))`` with K fixed by the input size."""
+    cls_scores, bbox_preds = rpn_head(feats)
+    priors = rpn_head.prior_generator.grid_priors(
+        [feat.shape[-2:] for feat in cls_scores],
+        dtype=cls_scores[0].dtype,
+        device=cls_scores[0].device)
+    nms_pre = _cfg_get(cfg, 'nms_pre', -1)
+    level_scores, level_deltas, level_priors, level_ids = [], [], [], []
+    for level, (cls_score, bbox_pred,
+                prior) in enumerate(zip(cls_scores, bbox_preds, priors)):
+        if rpn_head.use_sigmoid_cls:
+            scores = cls_score[0].permute(1, 2, 0).reshape(-1).sigmoid()
+        else:  # two channels, foreground first (mmdet >= 2.0)
+            scores = cls_score[0].permute(1, 2, 0).reshape(-1,
+                                                           2).softmax(-1)[:, 0]
+        deltas = bbox_pred[0].permute(1, 2, 0).reshape(-1, 4)
+        scores, index = top_k(scores, nms_pre)
+        level_scores.append(scores)
+        level_deltas.append(deltas[index])
+        level_priors.append(prior[index])
+        level_ids.append(torch.full_like(index, level))
+    scores = torch.cat(level_scores)
+    boxes = _decode(rpn_head.bbox_coder, torch.cat(level_priors),
+                    torch.cat(level_deltas), image_hw)
+    valid = torch.ones_like(scores, dtype=torch.bool)
+    min_size = _cfg_get(cfg, 'min_bbox_size', -1)
+    if min_size >= 0:
+        sizes = boxes[:, 2:] - boxes[:, :2]
+        valid = (sizes > min_size).all(dim=1)
+    keep = batched_nms_keep(boxes, scores, torch.cat(level_ids), valid,
+                            _check_nms(cfg, 'rpn test_cfg'))
+    top_scores, index = select_top(scores, keep, cfg.max_per_img)
+    return boxes[index], top_scores > INVALID_SCORE
+
+
+class ExportableTwoStageDetector(nn.Module):
+    """Faster/Mask R-CNN (mmdet ``TwoStageDetector`` with a
+    ``StandardRoIHead``) from image to postprocessed detections.
+
+    Args:
+        detector (nn.Module): A built mmdet detector in eval mode.
+    """
+
+    def __init__(self, detector: nn.Module) -> None:
+        super().__init__()
+        check_exportable(detector)
+        roi_head = detector.roi_head
+        if type(roi_head).__name__ != 'StandardRoIHead':
+            raise ExportUnsupportedError(
+                f'roi_head ({type(roi_head).__name__}): the export path '
+                f'supports StandardRoIHead only')
+        if roi_head.with_shared_head:
+            raise ExportUnsupportedError(
+                'roi_head.shared_head: shared RoI heads are not supported')
+        if type(detector.rpn_head).__name__ != 'RPNHead':
+            raise ExportUnsupportedError(
+                f'rpn_head ({type(detector.rpn_head).__name__}): the export '
+                f'path supports RPNHead only')
+        bbox_head = roi_head.bbox_head
+        if bbox_head.custom_cls_channels:
+            raise ExportUnsupportedError(
+                f'roi_head.bbox_head ({type(bbox_head).__name__}): custom '
+                f'classification activations are not supported')
+        _check_delta_coder(detector.rpn_head.bbox_coder, 'rpn_head.bbox_coder')
+        _check_delta_coder(bbox_head.bbox_coder, 'roi_head.bbox_head.'
+                           'bbox_coder')
+        self.detector = detector
+        self.normalize = _Normalize(detector.data_preprocessor)
+        self.rpn_cfg = detector.test_cfg.rpn
+        self.rcnn_cfg = detector.test_cfg.rcnn
+        self.rcnn_iou = _check_nms(self.rcnn_cfg, 'rcnn test_cfg')
+        _check_nms(self.rpn_cfg, 'rpn test_cfg')
+        self.with_mask = roi_head.with_mask
+        self.output_names = MASK_OUTPUTS if self.with_mask else \
+            DETECTION_OUTPUTS
+
+    def _extract_rois(self, extractor, feats, rois):
+        feats = feats[:extractor.num_inputs]
+        layers = extractor.roi_layers
+        first = layers[0]
+        if any(
+                getattr(layer, 'pool_mode', 'avg') != 'avg'
+                for layer in layers):
+            raise ExportUnsupportedError(
+                f'{type(extractor).__name__}: only average RoI Align '
+                f'exports (ONNX RoiAlign mode="avg")')
+        levels = extractor.map_roi_levels(rois, len(feats))
+        return roi_align_levels(feats, rois, levels, tuple(first.output_size),
+                                [layer.spatial_scale for layer in layers],
+                                int(first.sampling_ratio), bool(first.aligned))
+
+    def forward(self, image: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        image_hw = image.shape[-2:]
+        feats = self.detector.extract_feat(self.normalize(image))
+        proposals, proposal_valid = _rpn_proposals(self.detector.rpn_head,
+                                                   self.rpn_cfg, feats,
+                                                   image_hw)
+        roi_head = self.detector.roi_head
+        bbox_head = roi_head.bbox_head
+        rois = torch.cat([torch.zeros_like(proposals[:, :1]), proposals], 1)
+        cls_score, bbox_pred = bbox_head(
+            self._extract_rois(roi_head.bbox_roi_extractor, feats, rois))
+        scores = cls_score.softmax(-1)[:, :-1]
+        num_rois, num_classes = scores.shape
+        if bbox_head.reg_class_agnostic:
+            bbox_pred = bbox_pred.repeat(1, num_classes)
+        boxes = _decode(bbox_head.bbox_coder, proposals, bbox_pred,
+                        image_hw).reshape(-1, 4)
+        scores = scores.reshape(-1)
+        labels = torch.arange(num_classes,
+                              device=scores.device).repeat(num_rois)
+        valid = (scores > self.rcnn_cfg.score_thr) & \
+            proposal_valid.repeat_interleave(num_classes)
+        keep = batched_nms_keep(boxes, scores, labels, valid, self.rcnn_iou)
+        det_scores, index = select_top(scores, keep, self.rcnn_cfg.max_per_img)
+        det_valid = det_scores > INVALID_SCORE
+        det_boxes, det_labels = boxes[index], labels[index]
+        outputs = (det_boxes, det_scores.clamp_min(0), det_labels,
+                   det_valid.sum())
+        if not self.with_mask:
+            return outputs
+        mask_rois = torch.cat([torch.zeros_like(det_boxes[:, :1]), det_boxes],
+                              1)
+        mask_pred = roi_head.mask_head(
+            self._extract_rois(roi_head.mask_roi_extractor, feats, mask_rois))
+        if not roi_head.mask_head.class_agnostic:
+            mask_pred = mask_pred.gather(
+                1, det_labels[:, None, None,
+                              None].expand(-1, 1, *mask_pred.shape[-2:]))
+        return outputs + (mask_pred[:, 0].sigmoid(), )
+
+
+class ExportableRetinaNet(nn.Module):
+    """RetinaNet (mmdet ``SingleStageDetector`` with an anchor head using
+    sigmoid scores) from image to postprocessed detections.
+
+    Args:
+        detector (nn.Module): A built mmdet detector in eval mode.
+    """
+
+    output_names = DETECTION_OUTPUTS
+
+    def __init__(self, detector: nn.Module) -> None:
+        super().__init__()
+        check_exportable(detector)
+        head = detector.bbox_head
+        if not getattr(head, 'use_sigmoid_cls', False) or not hasattr(
+                head, 'prior_generator') or hasattr(head, 'centerness'):
+            raise ExportUnsupportedError(
+                f'bbox_head ({type(head).__name__}): the export path supports '
+                f'anchor heads with sigmoid scores (RetinaHead) only')
+        _check_delta_coder(head.bbox_coder, 'bbox_head.bbox_coder')
+        self.detector = detector
+        self.normalize = _Normalize(detector.data_preprocessor)
+        self.cfg = head.test_cfg
+        self.iou = _check_nms(self.cfg, 'bbox_head test_cfg')
+
+    def forward(self, image: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        image_hw = image.shape[-2:]
+        feats = self.detector.extract_feat(self.normalize(image))
+        head = self.detector.bbox_head
+        cls_scores, bbox_preds = head(feats)
+        priors = head.prior_generator.grid_priors(
+            [feat.shape[-2:] for feat in cls_scores],
+            dtype=cls_scores[0].dtype,
+            device=cls_scores[0].device)
+        num_classes = head.cls_out_channels
+        score_thr = _cfg_get(self.cfg, 'score_thr', 0.)
+        nms_pre = _cfg_get(self.cfg, 'nms_pre', -1)
+        level_scores: List[torch.Tensor] = []
+        level_labels, level_deltas, level_priors = [], [], []
+        for cls_score, bbox_pred, prior in zip(cls_scores, bbox_preds, priors):
+            scores = cls_score[0].permute(1, 2, 0).reshape(-1).sigmoid()
+            deltas = bbox_pred[0].permute(1, 2, 0).reshape(-1, 4)
+            # filter_scores_and_topk: the best (anchor, class) pairs above
+            # the threshold.
+            scores = torch.where(scores > score_thr, scores,
+                                 torch.full_like(scores, INVALID_SCORE))
+            scores, index = top_k(scores, nms_pre)
+            anchor = torch.div(index, num_classes, rounding_mode='floor')
+            level_scores.append(scores)
+            level_labels.append(index % num_classes)
+            level_deltas.append(deltas[anchor])
+            level_priors.append(prior[anchor])
+        scores = torch.cat(level_scores)
+        labels = torch.cat(level_labels)
+        boxes = _decode(head.bbox_coder, torch.cat(level_priors),
+                        torch.cat(level_deltas), image_hw)
+        valid = scores > INVALID_SCORE
+        min_size = _cfg_get(self.cfg, 'min_bbox_size', -1)
+        if min_size >= 0:
+            sizes = boxes[:, 2:] - boxes[:, :2]
+            valid = valid & (sizes > min_size).all(dim=1)
+        keep = batched_nms_keep(boxes, scores, labels, valid, self.iou)
+        det_scores, index = select_top(scores, keep, self.cfg.max_per_img)
+        return (boxes[index], det_scores.clamp_min(0), labels[index],
+                (det_scores > INVALID_SCORE).sum())
+
+
+def build_exportable_detector(detector: nn.Module) -> nn.Module:
+    """The export-time module for a built mmdet detector.
+
+    Raises:
+        ExportUnsupportedError: The detector type, a head or a module has
+            no export path; the message names it.
+    """
+    kind = type(detector).__name__
+    if hasattr(detector, 'roi_head') and hasattr(detector, 'rpn_head'):
+        return ExportableTwoStageDetector(detector)
+    if hasattr(detector, 'bbox_head') and not hasattr(detector, 'roi_head'):
+        return ExportableRetinaNet(detector)
+    raise ExportUnsupportedError(
+        f'{kind}: the export path supports two-stage detectors with a '
+        f'StandardRoIHead (Faster/Mask R-CNN) and RetinaNet-style '
+        f'single-stage detectors')
+
+
+def output_names(module: nn.Module) -> Sequence[str]:
+    """Names of the exported graph's outputs."""
+    return getattr(module, 'output_names', ())
+
+
+__all__ = [
+    'ExportableTwoStageDetector', 'ExportableRetinaNet',
+    'build_exportable_detector', 'output_names'
+]

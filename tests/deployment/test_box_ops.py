@@ -1,0 +1,99 @@
+"""The export path's postprocessing pieces against mmdet/mmcv eager code,
+and the NMS custom op against ONNX NonMaxSuppression in onnxruntime."""
+import numpy as np
+import pytest
+import torch
+
+from mmlaplacian.deployment.box_ops import (batched_nms_keep, decode_deltas,
+                                            roi_align_levels, select_top)
+from mmlaplacian.deployment.onnx_ops import nms_keep_mask
+
+
+def random_boxes(num: int, size: float = 200., seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    top_left = torch.rand(num, 2, generator=generator) * size
+    wh = torch.rand(num, 2, generator=generator) * size / 3 + 1
+    return torch.cat([top_left, top_left + wh], 1), generator
+
+
+def test_decode_matches_mmdet_coder():
+    from mmdet.models.task_modules.coders import DeltaXYWHBBoxCoder
+    coder = DeltaXYWHBBoxCoder(target_means=(0., 0., 0., 0.),
+                               target_stds=(0.1, 0.1, 0.2, 0.2))
+    priors, generator = random_boxes(50)
+    deltas = torch.randn(50, 4 * 3, generator=generator) * 2
+    expected = coder.decode(priors.repeat_interleave(3, 0),
+                            deltas.reshape(-1, 4),
+                            max_shape=(120, 160)).reshape(50, -1)
+    got = decode_deltas(priors, deltas, coder.means, coder.stds, (120, 160))
+    assert torch.allclose(got, expected, atol=1e-4)
+    # Clipping happened: the check is not vacuous.
+    assert (got[:, 0::2] == 160).any() and (got[:, 1::2] == 120).any()
+
+
+def test_batched_nms_keep_matches_mmcv():
+    from mmcv.ops import batched_nms
+    boxes, generator = random_boxes(300, size=100.)
+    scores = torch.rand(300, generator=generator)
+    groups = torch.randint(0, 4, (300, ), generator=generator)
+    valid = scores > 0.2
+    _, keep_idx = batched_nms(boxes[valid], scores[valid], groups[valid],
+                              dict(type='nms', iou_threshold=0.5))
+    expected = torch.nonzero(valid).squeeze(1)[keep_idx]
+    keep = batched_nms_keep(boxes, scores, groups, valid, 0.5)
+    assert set(torch.nonzero(keep).squeeze(1).tolist()) == set(
+        expected.tolist())
+    assert 0 < int(keep.sum()) < int(valid.sum())  # something suppressed
+    # select_top returns the kept boxes in mmcv's (score) order.
+    top_scores, index = select_top(scores, keep, 10)
+    assert index.tolist() == expected[:10].tolist()
+    assert torch.equal(top_scores, scores[expected[:10]])
+
+
+def test_roi_align_levels_matches_mmdet_extractor():
+    from mmdet.models.roi_heads.roi_extractors import SingleRoIExtractor
+    extractor = SingleRoIExtractor(roi_layer=dict(type='RoIAlign',
+                                                  output_size=7,
+                                                  sampling_ratio=0),
+                                   out_channels=8,
+                                   featmap_strides=[4, 8, 16, 32])
+    generator = torch.Generator().manual_seed(0)
+    feats = [
+        torch.randn(1, 8, 256 // s, 256 // s, generator=generator)
+        for s in (4, 8, 16, 32)
+    ]
+    boxes, _ = random_boxes(40, size=256.)
+    # Sizes from 2 to ~630 pixels, so every level gets RoIs.
+    boxes[:, 2:] = boxes[:, :2] + torch.logspace(0.3, 2.8, 40)[:, None]
+    rois = torch.cat([torch.zeros(40, 1), boxes], 1)
+    expected = extractor(feats, rois)
+    levels = extractor.map_roi_levels(rois, 4)
+    assert len(levels.unique()) == 4
+    got = roi_align_levels(feats, rois, levels, (7, 7),
+                           [1 / 4, 1 / 8, 1 / 16, 1 / 32], 0, True)
+    assert torch.allclose(got, expected, atol=1e-5)
+
+
+def test_nms_keep_mask_in_onnxruntime(tmp_path):
+    pytest.importorskip('onnxruntime')
+    from mmlaplacian.deployment import export_onnx, ort_run, ort_session
+
+    class NMS(torch.nn.Module):
+
+        def forward(self, image):
+            boxes = image[0, 0, :, :4] * 50
+            boxes = torch.cat([boxes[:, :2], boxes[:, :2] + boxes[:, 2:]], 1)
+            # Scores below -0.5 mark boxes to ignore.
+            scores = image[0, 1, :, 0] - 0.7
+            return nms_keep_mask(boxes, scores, 0.4)
+
+    image = torch.rand(1, 2, 64, 4, generator=torch.Generator().manual_seed(1))
+    path = str(tmp_path / 'nms.onnx')
+    result = export_onnx(NMS(), image, path, output_names=['keep'])
+    assert result.operators.get('NonMaxSuppression') == 1
+    (keep, ) = ort_run(ort_session(path), image)
+    expected = NMS()(image).numpy()
+    np.testing.assert_array_equal(keep, expected)
+    considered = (image[0, 1, :, 0] - 0.7 >= -0.5).numpy()
+    assert 0 < expected.sum() < considered.sum() < 64
+    assert not expected[~considered].any()

@@ -1,0 +1,154 @@
+"""Exports checked in onnxruntime: the Tiny backbone with dynamic shapes,
+the Tiny Mask R-CNN and RetinaNet through the tool, and a clear error for a
+config that cannot export."""
+import os.path as osp
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip('onnxruntime')
+pytest.importorskip('onnxscript')
+
+from mmlaplacian.deployment import (  # noqa: E402
+    BackboneForExport, ExportUnsupportedError, compare_features, export_onnx,
+    ort_run, ort_session)
+
+REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+TOOL = 'tools/deployment/export_onnx.py'
+MASK_RCNN = osp.join(REPO_ROOT,
+                     'tests/detection/configs/mask_rcnn_synthetic.py')
+RETINANET = osp.join(REPO_ROOT,
+                     'tests/deployment/configs/retinanet_spread_scores.py')
+
+
+class AttentionOnMap(torch.nn.Module):
+    """One LaplacianAttention on a ``(1, C, H, W)`` map."""
+
+    def __init__(self):
+        super().__init__()
+        from mmlaplacian import LaplacianAttention
+        self.attn = LaplacianAttention(32, num_heads=2)
+
+    def forward(self, image):
+        height, width = image.shape[-2:]
+        tokens = image.flatten(2).transpose(1, 2)
+        return self.attn(tokens, (height, width))
+
+
+def test_attention_exports_standard_ops_with_dynamic_grid(tmp_path):
+    from mmlaplacian.models.layers import landmark_grid
+    torch.manual_seed(0)
+    module = AttentionOnMap().eval()
+    path = str(tmp_path / 'attention.onnx')
+    generator = torch.Generator().manual_seed(0)
+    result = export_onnx(module,
+                         torch.randn(1, 32, 128, 128, generator=generator),
+                         path,
+                         dynamic=True,
+                         output_names=['tokens'])
+    # The Laplacian kernel, Newton-Schulz and the whitening as standard ops.
+    assert {'Abs', 'Exp', 'MatMul', 'Sqrt'} <= set(result.operators)
+    session = ort_session(path)
+    grids = set()
+    for shape in ((128, 128), (128, 384)):
+        grids.add(landmark_grid(shape, 49))
+        image = torch.randn(1, 32, *shape, generator=generator)
+        with torch.no_grad():
+            expected = module(image)
+        comparison = compare_features(ort_run(session, image), [expected])
+        assert comparison.ok, comparison.lines(['tokens'])
+    assert grids == {(7, 7), (4, 12)}
+
+
+@pytest.mark.slow
+def test_tiny_backbone_dynamic_two_sizes(tmp_path):
+    from mmlaplacian import LaplacianFormer
+    torch.manual_seed(0)
+    backbone = BackboneForExport(LaplacianFormer(arch='tiny')).eval()
+    path = str(tmp_path / 'tiny.onnx')
+    generator = torch.Generator().manual_seed(0)
+    example = torch.randn(1, 3, 128, 160, generator=generator)
+    result = export_onnx(backbone,
+                         example,
+                         path,
+                         dynamic=True,
+                         output_names=backbone.output_names)
+    assert all(isinstance(d, str) for d in result.input_shape[2:])
+    session = ort_session(path)
+    # Different aspect ratios give different landmark grids at stage 1
+    # (6x8, 3x16, 8x6 pooled cells): the grid is not frozen in the graph.
+    for shape in ((128, 160), (128, 512), (256, 192)):
+        image = torch.randn(1, 3, *shape, generator=generator)
+        with torch.no_grad():
+            expected = backbone(image)
+        comparison = compare_features(ort_run(session, image), expected)
+        assert comparison.ok, comparison.lines(backbone.output_names)
+        assert expected[0].shape[-2:] == (shape[0] // 4, shape[1] // 4)
+
+
+@pytest.mark.slow
+def test_mask_rcnn_tool_matches_mmdet(tmp_path, load_script, capsys):
+    tool = load_script(TOOL)
+    out = str(tmp_path / 'mask_rcnn.onnx')
+    status = tool.main(
+        [MASK_RCNN, '--shape', '128', '128', '--out', out, '--runs', '1'])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert 'NonMaxSuppression' in printed and 'RoiAlign' in printed
+    assert 'matched_share: 1' in printed
+    assert 'latency' in printed and 'onnxruntime' in printed
+    import onnx
+    model = onnx.load(out)
+    assert {node.domain for node in model.graph.node} <= {'', 'ai.onnx'}
+    assert [o.name for o in model.graph.output
+            ] == ['boxes', 'scores', 'labels', 'num_dets', 'masks']
+
+
+@pytest.mark.slow
+def test_retinanet_tool_matches_mmdet(tmp_path, load_script, capsys):
+    tool = load_script(TOOL)
+    status = tool.main([
+        RETINANET, '--shape', '128', '160', '--out',
+        str(tmp_path / 'retinanet.onnx'), '--runs', '1'
+    ])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert 'matched_share: 1' in printed
+
+
+def test_unsupported_config_names_the_module(tmp_path, load_script, capsys):
+    tool = load_script(TOOL)
+    status = tool.main([
+        MASK_RCNN, '--shape', '128', '128', '--out',
+        str(tmp_path / 'x.onnx'), '--cfg-options',
+        'model.backbone.attn_cfg.inverse=exact'
+    ])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert 'backbone.stages.0' in err and 'LaplacianAttention' in err
+    assert "inverse='exact'" in err and 'newton' in err
+    assert not (tmp_path / 'x.onnx').exists()
+
+
+def test_unsupported_head_names_the_module():
+    from mmengine.config import Config
+    from mmlaplacian.deployment import build_exportable_detector, build_model
+    cfg = Config.fromfile(MASK_RCNN)
+    cfg.model.test_cfg.rcnn.nms = dict(type='soft_nms', iou_threshold=0.5)
+    with pytest.raises(ExportUnsupportedError, match='rcnn.*soft_nms'):
+        build_exportable_detector(build_model(cfg))
+
+
+def test_detection_comparison_detects_a_difference():
+    from mmlaplacian.deployment import Detections, compare_detections
+    boxes = np.array([[0, 0, 10, 10], [20, 20, 40, 30]], dtype=np.float32)
+    ref = Detections(boxes, np.array([0.9, 0.8]), np.array([1, 2]))
+    same = compare_detections(Detections(boxes + 0.01, ref.scores, ref.labels),
+                              ref)
+    assert same.ok and same.matched == 2
+    moved = boxes.copy()
+    moved[1] += 3
+    differs = compare_detections(Detections(moved, ref.scores, ref.labels),
+                                 ref)
+    assert not differs.ok and differs.matched == 1

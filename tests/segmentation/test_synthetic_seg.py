@@ -1,0 +1,100 @@
+"""The synthetic scenes as label maps: the COCO scenes, labelled right."""
+import filecmp
+import json
+import os
+import os.path as osp
+
+import numpy as np
+import pytest
+from detection_utils import run_tool
+from PIL import Image
+from pycocotools.coco import COCO
+
+from tools.dataset_converters.synthetic_seg import (IGNORE_INDEX,
+                                                    SEG_CLASSES,
+                                                    is_complete_seg,
+                                                    make_synthetic_seg,
+                                                    scene_label_map)
+from tools.dataset_converters.synthetic_shapes import (make_scene,
+                                                       make_synthetic_coco)
+
+
+def test_label_maps_match_the_coco_masks_of_the_same_scenes(tmp_path):
+    seg, coco_root = str(tmp_path / 'seg'), str(tmp_path / 'coco')
+    make_synthetic_seg(seg, 3, 2, image_size=96, seed=4, ignore_border=0)
+    make_synthetic_coco(coco_root, 3, 2, image_size=96, seed=4)
+    for split in ('train', 'val'):
+        coco = COCO(osp.join(coco_root, 'annotations',
+                             f'instances_{split}.json'))
+        for info in coco.loadImgs(coco.getImgIds()):
+            stem = osp.splitext(info['file_name'])[0]
+            # Byte for byte the same pictures as the detection dataset.
+            assert filecmp.cmp(
+                osp.join(seg, 'img_dir', split, stem + '.jpg'),
+                osp.join(coco_root, split, info['file_name']),
+                shallow=False)
+            labels = np.asarray(
+                Image.open(osp.join(seg, 'ann_dir', split, stem + '.png')))
+            assert labels.shape == (96, 96) and labels.dtype == np.uint8
+            expected = np.zeros_like(labels)
+            for ann in coco.loadAnns(coco.getAnnIds(imgIds=info['id'])):
+                expected[coco.annToMask(ann).astype(bool)] = \
+                    ann['category_id']
+            # COCO polygons rasterise back to the masks within a pixel's
+            # rim: nearly every pixel agrees.
+            assert (labels == expected).mean() > 0.97
+
+
+def test_outlines_are_ignored_and_values_are_classes():
+    rng = np.random.default_rng(1)
+    _, instances = make_scene(rng, 128)
+    plain = scene_label_map(instances, 128, ignore_border=0)
+    outlined = scene_label_map(instances, 128, ignore_border=1)
+    assert set(np.unique(plain)) <= set(range(len(SEG_CLASSES)))
+    assert set(np.unique(outlined)) <= set(range(len(SEG_CLASSES))) | {
+        IGNORE_INDEX}
+    ignored = outlined == IGNORE_INDEX
+    # Only shape pixels on a shape's rim become 255; everything else keeps
+    # its label.
+    assert ignored.any() and (plain[ignored] > 0).all()
+    assert (outlined[~ignored] == plain[~ignored]).all()
+    for instance in instances:
+        interior = instance['mask'].sum() - ignored[instance['mask']].sum()
+        assert interior > 0.5 * instance['mask'].sum()
+    with pytest.raises(ValueError, match='ignore_border'):
+        scene_label_map(instances, 128, ignore_border=-1)
+
+
+def test_same_seed_same_bytes_and_completeness(tmp_path):
+    first, second = str(tmp_path / 'a'), str(tmp_path / 'b')
+    make_synthetic_seg(first, 2, 1, image_size=48, seed=3)
+    make_synthetic_seg(second, 2, 1, image_size=48, seed=3)
+    files = sorted(
+        osp.relpath(osp.join(d, f), first) for d, _, fs in os.walk(first)
+        for f in fs)
+    assert len(files) == 7  # 3 images + 3 label maps + meta.json
+    _, mismatch, errors = filecmp.cmpfiles(first, second, files,
+                                           shallow=False)
+    assert mismatch == [] and errors == []
+
+    assert is_complete_seg(first, image_size=48, seed=3)
+    assert not is_complete_seg(first, image_size=64)
+    assert not is_complete_seg(first, seed=0)
+    os.remove(osp.join(first, 'ann_dir', 'val', '000000.png'))
+    assert not is_complete_seg(first)
+    assert not is_complete_seg(str(tmp_path / 'absent'))
+
+
+def test_cli_writes_and_then_keeps_the_dataset(tmp_path):
+    out = tmp_path / 'seg'
+    args = [
+        'tools/dataset_converters/make_synthetic_seg.py', '--out',
+        str(out), '--train', '2', '--val', '1', '--size', '48',
+        '--skip-if-complete'
+    ]
+    assert 'train: 2 images' in run_tool(args).stdout
+    with open(out / 'meta.json') as f:
+        meta = json.load(f)
+    assert meta['classes'] == list(SEG_CLASSES)
+    assert meta['counts'] == {'train': 2, 'val': 1}
+    assert 'not generating it again' in run_tool(args).stdout
