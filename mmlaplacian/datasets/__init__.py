@@ -1,13 +1,19 @@
 """Dataset classes and input checks that configs use at run time.
 
 The synthetic-data generators are tools: ``tools/dataset_converters/``.
+
+- Detection: the COCO annotation checks and ``CheckedCocoDataset``, the
+  ``CocoDataset`` that applies them (registered in mmdet's ``DATASETS``).
+- Semantic segmentation: the label-map checks, the ``CheckLabelMap``
+  transform and ``LabelMapDataset``, registered in mmseg's registries here;
+  the dataset module itself is imported only when a config builds it.
 """
-# Semantic segmentation: label-map checks, the CheckLabelMap transform, and
-# LabelMapDataset (registered in mmseg's registries by mmlaplacian.registry;
-# the dataset module itself is imported only when a config builds it).
 from mmlaplacian.registry import register_downstream
 
 from .check_label_map import CheckLabelMap
+from .checked_coco import CheckedCocoDataset, SmallImagesWarning
+from .coco_checks import (CocoClassesWarning, class_mismatch,
+                          read_coco_annotations)
 from .label_map_checks import LabelMapError, check_label_map
 
 
@@ -24,17 +30,7 @@ register_downstream(
     build_label_map_dataset, 'DATASETS', _MMSEG, name='LabelMapDataset')
 
 __all__ = [
-    'CheckLabelMap', 'LabelMapError', 'build_label_map_dataset',
-    'check_label_map'
-]
-
-# COCO annotation checks, and the CocoDataset that applies them (registered
-# in mmdet's DATASETS as 'CheckedCocoDataset').
-from .checked_coco import CheckedCocoDataset, SmallImagesWarning  # noqa
-from .coco_checks import (CocoClassesWarning, class_mismatch,  # noqa: E402
-                          read_coco_annotations)
-
-__all__ += [
-    'CheckedCocoDataset', 'CocoClassesWarning', 'class_mismatch',
-    'read_coco_annotations', 'SmallImagesWarning'
+    'CheckLabelMap', 'CheckedCocoDataset', 'CocoClassesWarning',
+    'LabelMapError', 'SmallImagesWarning', 'build_label_map_dataset',
+    'check_label_map', 'class_mismatch', 'read_coco_annotations'
 ]

@@ -54,6 +54,7 @@ import torch
 
 from mmlaplacian import __version__
 from mmlaplacian.models import LaplacianFormer
+from mmlaplacian.models.backbones.laplacianformer import arch_of_state_dict
 from mmlaplacian.models.utils import unwrap_state_dict
 from mmlaplacian.models.utils.checkpoint_keys import upgrade_key
 from mmlaplacian.utils import torch_load_full
@@ -172,21 +173,12 @@ def _fuse_qkv(state: 'OrderedDict[str, Tensor]',
 
 
 def _infer_arch(state: Mapping[str, Tensor]) -> str:
-    depths = [0] * 4
-    dims = [0] * 4
-    for key, value in state.items():
-        match = re.match(r'^stages\.(\d)\.blocks\.(\d+)\.norm1\.weight$',
-                         key)
-        if match:
-            stage, block = int(match[1]), int(match[2])
-            depths[stage] = max(depths[stage], block + 1)
-            dims[stage] = value.shape[0]
-    for name, arch in LaplacianFormer.arch_zoo.items():
-        if len(name) > 1 and arch['depths'] == depths and arch[
-                'embed_dims'] == dims:
-            return name
-    raise ValueError(f'no LaplacianFormer arch has depths {depths} and '
-                     f'embed_dims {dims}; pass --arch')
+    name, found = arch_of_state_dict(state)
+    if name is None:
+        raise ValueError(f'no LaplacianFormer arch has depths '
+                         f'{found["depths"]} and embed_dims '
+                         f'{found["embed_dims"]}; pass --arch')
+    return name
 
 
 def _reference(arch: str,

@@ -355,23 +355,39 @@ def _arch_names() -> List[str]:
     return sorted({k for k in LaplacianFormer.arch_zoo if len(k) > 1})
 
 
-def describe_arch(state: Mapping[str, torch.Tensor]) -> str:
-    """Name the variant a (version-2) backbone state dict belongs to."""
-    dims, depths = [], []
-    for i in range(NUM_STAGES):
-        pos = state.get(f'stages.{i}.pos_embed')
-        dims.append(None if pos is None else int(pos.shape[1]))
-        blocks = {
-            m[1]
-            for key in state
-            for m in [re.match(rf'stages\.{i}\.blocks\.(\d+)\.', key)] if m
-        }
-        depths.append(len(blocks))
+def arch_of_state_dict(
+        state: Mapping[str, torch.Tensor]) -> Tuple[Optional[str], dict]:
+    """The variant a (version-2) backbone state dict belongs to.
+
+    Embed dims and depths are read from the blocks' ``norm1`` weights.
+
+    Returns:
+        tuple: The arch name, or None when no variant matches, and
+        ``dict(embed_dims=[...], depths=[...])`` as read (0 for a stage
+        without blocks).
+    """
+    dims, depths = [0] * NUM_STAGES, [0] * NUM_STAGES
+    for key, value in state.items():
+        match = re.match(r'^stages\.(\d)\.blocks\.(\d+)\.norm1\.weight$', key)
+        if match and int(match[1]) < NUM_STAGES:
+            stage, block = int(match[1]), int(match[2])
+            depths[stage] = max(depths[stage], block + 1)
+            dims[stage] = int(value.shape[0])
+    found = dict(embed_dims=dims, depths=depths)
     for name in _arch_names():
         arch = LaplacianFormer.arch_zoo[name]
         if arch['embed_dims'] == dims and arch['depths'] == depths:
-            return f"'{name}': embed_dims {dims}, depths {depths}"
-    return f'custom: embed_dims {dims}, depths {depths}'
+            return name, found
+    return None, found
+
+
+def describe_arch(state: Mapping[str, torch.Tensor]) -> str:
+    """Name the variant of a (version-2) backbone state dict, for messages."""
+    name, found = arch_of_state_dict(state)
+    dims, depths = found['embed_dims'], found['depths']
+    if name is None:
+        return f'custom: embed_dims {dims}, depths {depths}'
+    return f"'{name}': embed_dims {dims}, depths {depths}"
 
 
 def _check_settings(conv_kernel_sizes: Sequence[int],

@@ -65,6 +65,6 @@ class ChunkedLaplacianFormerStage(LaplacianFormerStage):
         for top in range(0, height, rows):
             bottom = min(top + rows, height)
             band = self.norm(tokens[:, top * width:bottom * width])
-            out[:, :, top:bottom] = band.reshape(batch, bottom - top, width,
-                                                 channels).permute(0, 3, 1, 2)
+            out[:, :, top:bottom] = self.tokens_to_map(band,
+                                                       (bottom - top, width))
         return out
