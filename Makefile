@@ -5,11 +5,17 @@ PYTHON ?= python3
 install:  ## set up everything in the active Python environment
 	bash tools/install.sh
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), a test file per
+# worker at a time; OpenMP threads sleep rather than spin while they wait,
+# as two workers share the cores.
+TEST_WORKERS ?= 2
+PYTEST = OMP_WAIT_POLICY=PASSIVE $(PYTHON) -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup
+
 test:  ## the whole test suite
-	$(PYTHON) -m pytest tests -q
+	$(PYTEST)
 
 test-fast:  ## skip the slow end-to-end runs
-	$(PYTHON) -m pytest tests -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 demo:  ## the quick start: synthetic COCO, train Tiny Mask R-CNN, COCO AP, pictures
 	bash tools/quickstart.sh

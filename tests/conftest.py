@@ -57,3 +57,24 @@ def coco_mini() -> str:
         pytest.skip('real COCO subset not found: set $COCO_MINI or place it '
                     'at ../shared/data/coco_mini')
     return path
+
+
+# Test files that share a session fixture too costly to build twice: under
+# pytest-xdist (`make test`) they run in one worker.
+SHARED_FIXTURE_GROUPS = {
+    'detection/test_train_eval.py': 'trained_mask_rcnn',
+    'detection/test_distributed.py': 'trained_mask_rcnn',
+    'detection/test_tools.py': 'trained_mask_rcnn',
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Group the tests by file for ``--dist loadgroup``: a file's module
+    fixtures are built once, and files in :data:`SHARED_FIXTURE_GROUPS`
+    share a worker (and their session fixture)."""
+    tests_root = osp.dirname(osp.abspath(__file__))
+    for item in items:
+        path = osp.relpath(str(item.path), tests_root).replace(os.sep, '/')
+        group = SHARED_FIXTURE_GROUPS.get(path, path)
+        item.add_marker(pytest.mark.xdist_group(group))

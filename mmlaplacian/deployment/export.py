@@ -9,6 +9,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 import torch
 import torch.nn as nn
 
+from .kernels import CHUNK_ELEMENTS, LAPLACE_GRAPHS, laplace_graph
 from .onnx_ops import onnx_translation_table
 
 DEFAULT_OPSET = 18
@@ -35,11 +36,13 @@ class ExportResult:
         seconds (float): Export wall time.
         operators (dict): ``op_type -> count`` over the graph.
         input_shape (list): The graph input's dims (ints or symbol names).
+        laplace (str): Graph form of the Laplacian kernel.
     """
     path: str
     seconds: float
     operators: Dict[str, int] = field(default_factory=dict)
     input_shape: List = field(default_factory=list)
+    laplace: str = 'per-feature'
 
 
 class BackboneForExport(nn.Module):
@@ -66,7 +69,8 @@ def reference_ops(module: nn.Module) -> Iterator[None]:
     ``LaplacianAttention``) to the PyTorch references for the duration:
     compiled kernels cannot be traced, the references are standard ops
     (the L1 distance accumulated one feature at a time, Newton-Schulz as
-    a fixed number of matrix products)."""
+    a fixed number of matrix products). :func:`kernels.laplace_graph`
+    chooses the Laplacian kernel's graph form on top of this."""
     saved = [(m, m.impl) for m in module.modules()
              if isinstance(getattr(m, 'impl', None), str)]
     for m, _ in saved:
@@ -137,7 +141,9 @@ def export_onnx(module: nn.Module,
                 dynamic: bool = False,
                 output_names: Optional[Sequence[str]] = None,
                 input_name: str = 'image',
-                optimize: bool = False) -> ExportResult:
+                optimize: bool = False,
+                laplace: Optional[str] = None,
+                chunk_elements: int = CHUNK_ELEMENTS) -> ExportResult:
     """Export ``module(example)`` to ``path`` with standard operators only.
 
     Args:
@@ -153,13 +159,19 @@ def export_onnx(module: nn.Module,
             dead-code removal). onnxruntime optimises the graph itself when
             it loads it, and measured no faster on the optimised file, while
             the pass doubled the export time; off by default.
+        laplace (str, optional): Graph form of the Laplacian kernel,
+            ``'chunked'`` or ``'per-feature'`` (``mmlaplacian.deployment.
+            kernels``). Defaults to ``'chunked'`` for static sizes and
+            ``'per-feature'`` with ``dynamic`` (chunks need a static N).
+        chunk_elements (int): Element budget of one chunk's
+            ``(B, h, d, Nc, m)`` difference tensor.
 
     Returns:
         ExportResult: The file, the export time and the operator counts.
 
     Raises:
-        ValueError: ``opset < 16`` or a size that is not a multiple of 32
-            with ``dynamic``.
+        ValueError: ``opset < 16``, a size that is not a multiple of 32
+            with ``dynamic``, or ``laplace='chunked'`` with ``dynamic``.
         ExportError: The graph holds a non-standard operator, or a dynamic
             export came out with a fixed input size.
     """
@@ -168,6 +180,14 @@ def export_onnx(module: nn.Module,
     if opset < 16:
         raise ValueError(f'opset {opset} is too old: RoiAlign with '
                          f'half-pixel alignment needs opset >= 16')
+    laplace = laplace or ('per-feature' if dynamic else 'chunked')
+    if laplace not in LAPLACE_GRAPHS:
+        raise ValueError(f'laplace must be one of {LAPLACE_GRAPHS}, got '
+                         f'{laplace!r}')
+    if dynamic and laplace == 'chunked':
+        raise ValueError('the chunked Laplacian kernel needs static sizes '
+                         '(its chunk count is fixed in the graph); use '
+                         "laplace='per-feature' with dynamic")
     dynamic_shapes = None
     if dynamic:
         bad = [s for s in example.shape[-2:] if s % SIZE_MULTIPLE]
@@ -186,7 +206,8 @@ def export_onnx(module: nn.Module,
             3: SIZE_MULTIPLE * blocks_w
         }, )
     start = time.perf_counter()
-    with torch.no_grad(), reference_ops(module):
+    with torch.no_grad(), reference_ops(module), laplace_graph(
+            laplace, chunk_elements):
         program = torch.onnx.export(
             module.eval(), (example, ),
             dynamo=True,
@@ -201,7 +222,7 @@ def export_onnx(module: nn.Module,
     seconds = time.perf_counter() - start
     model = onnx.load(path)
     result = ExportResult(path, seconds, _operator_counts(model),
-                          _input_dims(model))
+                          _input_dims(model), laplace)
     if dynamic and not all(isinstance(d, str) for d in result.input_shape[2:]):
         raise ExportError(
             f'--dynamic was asked for but the exported input is fixed at '

@@ -62,6 +62,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument('--backbone-only', action='store_true')
     parser.add_argument('--runs', type=int, default=2)
     parser.add_argument('--threads', type=int, default=0)
+    parser.add_argument('--no-arena',
+                        action='store_true',
+                        help="onnxruntime without its CPU memory arena")
     args = parser.parse_args(argv)
 
     import torch
@@ -71,7 +74,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     image = _input(args.shape, detector)
     if args.runtime == 'ort':
         from .runtime import ort_run, ort_session
-        session = ort_session(args.model)
+        session = ort_session(args.model, arena=not args.no_arena)
         stats = _measure(lambda: ort_run(session, image), args.runs)
     else:
         from mmlaplacian.engine import read_config

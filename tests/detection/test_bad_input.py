@@ -23,10 +23,20 @@ def random_checkpoint(tmp_path_factory) -> str:
     return path
 
 
-def failure(args, env=None) -> str:
-    proc = run_tool(args, env=env, expect_success=False)
-    assert proc.returncode != 0, proc.stdout[-3000:]
-    return proc.stdout
+def failure(tool, argv) -> str:
+    """The error with which ``tool.main(argv)`` stops, causes included.
+
+    Run in-process: a subprocess per case would spend most of its time
+    importing mmdet. ``test_missing_checkpoint`` runs the command line.
+    """
+    with pytest.raises(Exception) as error:
+        tool.main(argv)
+    messages = []
+    exc = error.value
+    while exc is not None:
+        messages.append(f'{type(exc).__name__}: {exc}')
+        exc = exc.__cause__ or exc.__context__
+    return '\n'.join(messages)
 
 
 def usage_error(tool, argv, capsys) -> str:
@@ -37,8 +47,9 @@ def usage_error(tool, argv, capsys) -> str:
     return capsys.readouterr().err
 
 
-# Checked in-process: a subprocess would spend seconds importing mmdet only
-# to reach argument parsing. test_missing_checkpoint runs the command line.
+# Checked in-process, like the cases below: a subprocess would spend
+# seconds importing mmdet only to reach argument parsing.
+# test_missing_checkpoint runs the command line.
 @pytest.mark.parametrize('tool', ['train', 'test'])
 def test_missing_config(tool, load_script, capsys, tmp_path):
     missing = str(tmp_path / 'no_such_config.py')
@@ -58,12 +69,13 @@ def test_missing_checkpoint(tmp_path):
     assert f'checkpoint file not found: {missing}' in proc.stdout
 
 
-@pytest.mark.slow
-def test_checkpoint_that_is_text(synthetic_env, tmp_path):
+def test_checkpoint_that_is_text(synthetic_coco, load_script, monkeypatch,
+                                 tmp_path):
+    monkeypatch.setenv('SYNTHETIC_COCO', synthetic_coco)
     notes = tmp_path / 'notes.pth'
     notes.write_text('these are not weights\n')
-    out = failure(['tools/test.py', MASK_RCNN_CONFIG,
-                   str(notes)], env=synthetic_env)
+    out = failure(load_script('tools/test.py'), [
+        MASK_RCNN_CONFIG, str(notes), '--work-dir', str(tmp_path)])
     assert f'"{notes}" is not a readable PyTorch checkpoint' in out
 
 
@@ -80,45 +92,46 @@ def test_pretrained_backbone_that_is_text(tmp_path):
         detector.init_weights()
 
 
-@pytest.mark.slow
-def test_missing_annotation_file(synthetic_env, random_checkpoint, tmp_path):
+def test_missing_annotation_file(synthetic_coco, random_checkpoint,
+                                 load_script, monkeypatch, tmp_path):
+    monkeypatch.setenv('SYNTHETIC_COCO', synthetic_coco)
     missing = str(tmp_path / 'instances_missing.json')
-    out = failure([
-        'tools/test.py', MASK_RCNN_CONFIG, random_checkpoint,
-        '--work-dir', str(tmp_path), '--cfg-options',
+    out = failure(load_script('tools/test.py'), [
+        MASK_RCNN_CONFIG, random_checkpoint, '--work-dir',
+        str(tmp_path), '--cfg-options',
         f'test_dataloader.dataset.ann_file={missing}'
-    ], env=synthetic_env)
+    ])
     assert 'No such file or directory' in out and missing in out
 
 
-@pytest.mark.slow
-def test_listed_image_is_absent(synthetic_coco, synthetic_env,
-                                random_checkpoint, tmp_path):
+def test_listed_image_is_absent(synthetic_coco, random_checkpoint,
+                                load_script, monkeypatch, tmp_path):
+    monkeypatch.setenv('SYNTHETIC_COCO', synthetic_coco)
     with open(osp.join(synthetic_coco, 'annotations',
                        'instances_val.json')) as f:
         coco = json.load(f)
     coco['images'][0]['file_name'] = 'absent.jpg'
     ann_file = tmp_path / 'instances_val.json'
     ann_file.write_text(json.dumps(coco))
-    out = failure([
-        'tools/test.py', MASK_RCNN_CONFIG, random_checkpoint,
-        '--work-dir', str(tmp_path), '--cfg-options',
+    out = failure(load_script('tools/test.py'), [
+        MASK_RCNN_CONFIG, random_checkpoint, '--work-dir',
+        str(tmp_path), '--cfg-options',
         f'test_dataloader.dataset.ann_file={ann_file}',
         f'test_evaluator.ann_file={ann_file}'
-    ], env=synthetic_env)
+    ])
     assert 'No such file or directory' in out
     assert osp.join(synthetic_coco, 'val', 'absent.jpg') in out
 
 
-@pytest.mark.slow
-def test_unknown_variant(synthetic_env, tmp_path):
+def test_unknown_variant(synthetic_coco, load_script, monkeypatch, tmp_path):
+    monkeypatch.setenv('SYNTHETIC_COCO', synthetic_coco)
     config = tmp_path / 'lf_tinyy_1x.py'
     config.write_text(f"_base_ = '{MASK_RCNN_CONFIG}'\n"
                       "model = dict(backbone=dict(arch='tinyy'))\n")
-    out = failure([
-        'tools/train.py', str(config), '--work-dir',
+    out = failure(load_script('tools/train.py'), [
+        str(config), '--work-dir',
         str(tmp_path), '--cfg-options', *NO_VALIDATION
-    ], env=synthetic_env)
+    ])
     assert "unknown arch 'tinyy'" in out
     for name in ('tiny', 'small', 'medium', 'large', 'huge'):
         assert f"'{name}'" in out

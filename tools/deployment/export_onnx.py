@@ -36,12 +36,15 @@ from mmengine.config import DictAction  # noqa: E402
 from mmlaplacian.deployment import (  # noqa: E402
     BackboneForExport, Detections, ExportUnsupportedError, build_model,
     build_exportable_detector, check_exportable, compare_detections,
-    compare_features, detections_from_ort, export_onnx, mmdet_predict,
-    ort_run, ort_session, time_calls)
+    compare_features, detections_from_ort, export_onnx, mmdet_predict, ort_run,
+    ort_session)
 from mmlaplacian.deployment.export import (  # noqa: E402
     DEFAULT_OPSET, largest_tensors)
+from mmlaplacian.deployment.kernels import (  # noqa: E402
+    CHUNK_ELEMENTS, LAPLACE_GRAPHS)
 from mmlaplacian.deployment.peak_memory import (  # noqa: E402
     measure_in_subprocess)
+from mmlaplacian.deployment.runtime import time_interleaved  # noqa: E402
 from mmlaplacian.engine import read_config  # noqa: E402
 
 
@@ -82,6 +85,17 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
                         default=DEFAULT_OPSET,
                         help=f'ONNX opset, >= 16 (default {DEFAULT_OPSET})')
     parser.add_argument(
+        '--laplace',
+        choices=LAPLACE_GRAPHS,
+        help='graph form of the Laplacian kernel (default: chunked for '
+        'static sizes, per-feature with --dynamic, which needs it)')
+    parser.add_argument(
+        '--chunk-elements',
+        type=int,
+        default=CHUNK_ELEMENTS,
+        help='element budget of one chunk of the chunked kernel (default '
+        f'{CHUNK_ELEMENTS})')
+    parser.add_argument(
         '--optimize',
         action='store_true',
         help='run onnxscript\'s graph optimizer on the export (slower '
@@ -104,6 +118,11 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
         action='store_true',
         help='also measure the peak memory of one inference of each runtime '
         '(each in a fresh process)')
+    parser.add_argument(
+        '--no-arena',
+        action='store_true',
+        help='onnxruntime without its CPU memory arena (about half the peak '
+        'memory of the LaplacianFormer graphs, same latency measured)')
     parser.add_argument('--cfg-options',
                         nargs='+',
                         action=DictAction,
@@ -116,6 +135,11 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     if args.check_shape and not args.dynamic:
         parser.error('--check-shape needs --dynamic (a static graph serves '
                      'one size only)')
+    if args.dynamic and args.laplace == 'chunked':
+        parser.error('--laplace chunked needs static sizes (the chunk count '
+                     'is fixed in the graph); --dynamic uses per-feature')
+    if args.chunk_elements < 1:
+        parser.error('--chunk-elements must be >= 1')
     if min(args.shape) < 32:
         parser.error(f'--shape {args.shape}: both sides must be >= 32')
     if args.runs < 1:
@@ -189,16 +213,18 @@ def compare_once(args, model, module, session, shape, names) -> bool:
 def time_both(args, model, module, session, shape) -> None:
     detector = not args.backbone_only
     image = make_input(shape, detector, args.image)
-    ort_latency = time_calls(lambda: ort_run(session, image), args.runs)
 
     def eager():
         with torch.no_grad():
             return mmdet_predict(model, image) if detector else module(image)
 
-    torch_latency = time_calls(eager, args.runs)
+    # In turns: on a shared machine a change of load hits both runtimes.
+    ort_latency, torch_latency = time_interleaved(
+        [lambda: ort_run(session, image), eager], args.runs)
     what = 'mmdet predict' if detector else 'backbone forward'
     print(f'\n-- latency at {shape[0]}x{shape[1]}, {torch.get_num_threads()} '
-          f'threads, median (min) of {args.runs} runs')
+          f'threads, median (min) of {args.runs} runs in turns, load '
+          f'average {os.getloadavg()[0]:.1f}')
     print(f'   onnxruntime    {ort_latency.median:8.3f} s '
           f'({ort_latency.minimum:.3f})')
     print(f'   PyTorch eager  {torch_latency.median:8.3f} s '
@@ -211,7 +237,10 @@ def memory_both(args, shape) -> None:
         common += ['--threads', str(args.threads)]
     if args.backbone_only:
         common.append('--backbone-only')
-    ort_mem = measure_in_subprocess(['ort', args.out] + common)
+    ort_args = ['ort', args.out] + common
+    if args.no_arena:
+        ort_args.append('--no-arena')
+    ort_mem = measure_in_subprocess(ort_args)
     torch_args = ['torch', args.config] + common
     if args.checkpoint:
         torch_args += ['--checkpoint', args.checkpoint]
@@ -251,10 +280,13 @@ def main(argv: Sequence[str] = None) -> int:
                          opset=args.opset,
                          dynamic=args.dynamic,
                          output_names=names,
-                         optimize=args.optimize)
+                         optimize=args.optimize,
+                         laplace=args.laplace,
+                         chunk_elements=args.chunk_elements)
     size_mb = osp.getsize(args.out) / 2**20
     print(f'\nexported {args.out} ({size_mb:.1f} MiB) in {result.seconds:.1f}'
-          f' s, opset {args.opset}, input {result.input_shape}')
+          f' s, opset {args.opset}, input {result.input_shape}, Laplacian '
+          f'kernel {result.laplace}')
     print('operators: ' + ', '.join(f'{op} x{n}'
                                     for op, n in result.operators.items()))
     if not args.dynamic:
@@ -262,7 +294,7 @@ def main(argv: Sequence[str] = None) -> int:
               '; '.join(f'{shape} {mib:.0f} MiB'
                         for _, shape, mib in largest_tensors(args.out)))
 
-    session = ort_session(args.out, args.threads)
+    session = ort_session(args.out, args.threads, arena=not args.no_arena)
     ok = True
     for shape in [tuple(args.shape)] + other_shapes(args):
         ok &= compare_once(args, model, module, session, shape, names)
