@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The semantic-segmentation quick start (`make demo-seg`): on a CPU, in under
-# 10 minutes,
+# The semantic-segmentation quick start (`make demo-seg`): on a CPU, in about
+# 11 minutes on 2 idle cores,
 #   1. write the synthetic shapes scenes as PNG label maps (once),
 #   2. train Semantic FPN with LaplacianFormer-Tiny on them from scratch,
 #   3. evaluate it (mmseg's IoUMetric: per-class IoU and Acc, mIoU, mAcc,

@@ -1,6 +1,6 @@
 # Quick start: Semantic FPN with LaplacianFormer-Tiny, trained from scratch on
-# the synthetic shapes scenes as semantic label maps, in a few minutes on a
-# CPU (`make demo-seg`).
+# the synthetic shapes scenes as semantic label maps, in about 11 minutes on a
+# 2-core CPU (`make demo-seg`).
 #
 # Data: python tools/dataset_converters/make_synthetic_seg.py \
 #           --out data/synthetic_seg --train 200 --val 50 --size 128

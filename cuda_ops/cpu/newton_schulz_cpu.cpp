@@ -6,7 +6,8 @@
 // matmuls: small matrices then pay no thread synchronisation per step. Fewer
 // matrices leave the threading to the batched matmul itself.
 #include <ATen/Parallel.h>
-#include <ATen/ThreadLocalState.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
 
@@ -26,11 +27,17 @@ at::Tensor newton_schulz_cpu_compute(const at::Tensor& a, int64_t num_iters,
     return newton_schulz_matmul(a, num_iters, init);
   }
   at::Tensor x = at::empty_like(a);
-  // Worker threads start without the caller's thread-local state: carry it
-  // over, or inference tensors (torch.inference_mode) refuse the copy.
-  const at::ThreadLocalState caller_state;
+  // Worker threads start with default modes: give them the caller's
+  // inference and grad modes (inference tensors refuse copies outside
+  // torch.inference_mode). Not the whole at::ThreadLocalState: it also holds
+  // Python objects (saved-tensor hooks of torch.utils.checkpoint, dispatch
+  // modes), and installing those on a worker takes the GIL, which the caller
+  // holds while it waits for the workers: a deadlock.
+  const bool inference = c10::InferenceMode::is_enabled();
+  const bool grad_enabled = at::GradMode::is_enabled();
   at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
-    at::ThreadLocalStateGuard state_guard(caller_state);
+    c10::InferenceMode inference_guard(inference);
+    at::AutoGradMode grad_guard(grad_enabled);
     x.narrow(0, begin, end - begin)
         .copy_(newton_schulz_matmul(a.narrow(0, begin, end - begin),
                                     num_iters, init));

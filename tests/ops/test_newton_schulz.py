@@ -6,6 +6,8 @@ per-matrix float64 loop written here independently of the op.
 """
 import functools
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -141,6 +143,37 @@ def test_cpu_thread_split(impl, threads, batch):
         torch.set_num_threads(old)
     torch.testing.assert_close(x, unrolled_inverse(a, 20), rtol=1e-10,
                                atol=1e-15)
+
+
+THREAD_STATE_SCRIPT = """
+import torch
+from mmlaplacian.ops import newton_schulz_inverse
+torch.set_num_threads(2)
+a = torch.eye(8).repeat(4, 1, 1) * 2 + 0.01 * torch.rand(4, 8, 8)
+expected = torch.linalg.inv(a)
+results = []
+with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+    results.append(newton_schulz_inverse(a, 20, impl='cpp'))
+with torch.inference_mode():
+    results.append(newton_schulz_inverse(a, 20, impl='cpp'))
+print('ok', all(torch.allclose(x, expected, atol=1e-5) for x in results))
+"""
+
+
+@pytest.mark.compiled
+def test_cpu_thread_split_under_python_thread_state():
+    """The per-thread path hands its workers the caller's grad and
+    inference modes, not the whole thread-local state: saved-tensor hooks
+    (torch.utils.checkpoint) are Python objects, and a worker installing
+    them waits for the GIL that the caller holds while it waits for the
+    workers. A subprocess with a time limit turns that deadlock into a
+    failure."""
+    pytest.importorskip('mmlaplacian._ext')
+    proc = subprocess.run([sys.executable, '-c', THREAD_STATE_SCRIPT],
+                          capture_output=True,
+                          text=True,
+                          timeout=120)
+    assert proc.stdout.split() == ['ok', 'True'], proc.stderr[-3000:]
 
 
 def test_init_selection(device, impl):
