@@ -54,14 +54,7 @@ def time_calls(fn: Callable[[], object],
                runs: int = 3,
                warmup: int = 1) -> Latency:
     """Time ``fn()`` ``runs`` times after ``warmup`` untimed calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return Latency(statistics.median(times), min(times), runs)
+    return time_interleaved([fn], runs, warmup)[0]
 
 
 def output_shapes(outputs: Sequence[np.ndarray]) -> List[tuple]:
