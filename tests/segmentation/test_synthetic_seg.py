@@ -15,7 +15,8 @@ from tools.dataset_converters.synthetic_seg import (IGNORE_INDEX,
                                                     is_complete_seg,
                                                     make_synthetic_seg,
                                                     scene_label_map)
-from tools.dataset_converters.synthetic_shapes import (make_scene,
+from tools.dataset_converters.synthetic_shapes import (RADIUS_RANGE,
+                                                       make_scene,
                                                        make_synthetic_coco)
 
 
@@ -80,6 +81,11 @@ def test_same_seed_same_bytes_and_completeness(tmp_path):
     assert is_complete_seg(first, image_size=48, seed=3)
     assert not is_complete_seg(first, image_size=64)
     assert not is_complete_seg(first, seed=0)
+    # Made with the detection dataset's shape sizes, which meta.json says.
+    assert is_complete_seg(first, radius_range=RADIUS_RANGE)
+    assert not is_complete_seg(first, radius_range=(0.15, 0.3))
+    assert is_complete_seg(first, num_train=2, num_val=1)
+    assert not is_complete_seg(first, num_train=3)
     os.remove(osp.join(first, 'ann_dir', 'val', '000000.png'))
     assert not is_complete_seg(first)
     assert not is_complete_seg(str(tmp_path / 'absent'))
@@ -98,3 +104,28 @@ def test_cli_writes_and_then_keeps_the_dataset(tmp_path):
     assert meta['classes'] == list(SEG_CLASSES)
     assert meta['counts'] == {'train': 2, 'val': 1}
     assert 'not generating it again' in run_tool(args).stdout
+    # Other shape sizes are another dataset: written again.
+    bigger = run_tool(args + ['--radius', '0.15', '0.3']).stdout
+    assert 'train: 2 images' in bigger
+    with open(out / 'meta.json') as f:
+        assert json.load(f)['radius_range'] == [0.15, 0.3]
+    reversed_range = run_tool(args + ['--radius', '0.3', '0.15'],
+                              expect_success=False)
+    assert reversed_range.returncode != 0
+    assert 'radius_range must satisfy' in reversed_range.stdout
+
+
+def test_radius_range_sets_the_shape_sizes(tmp_path):
+    root = str(tmp_path / 'big')
+    make_synthetic_seg(root, 4, 0, image_size=64, seed=2,
+                       radius_range=(0.25, 0.3), ignore_border=0)
+    for index in range(4):
+        rng = np.random.default_rng([2, 0, index])
+        _, instances = make_scene(rng, 64, radius_range=(0.25, 0.3))
+        labels = np.asarray(
+            Image.open(osp.join(root, 'ann_dir', 'train',
+                                f'{index:06d}.png')))
+        assert (labels == scene_label_map(instances, 64, 0)).all()
+        # Radius >= 16 px: even a half-visible star covers over 160 pixels
+        # (the default sizes' smallest star, radius 5.8 px, covers 44).
+        assert min(i['full_area'] for i in instances) > 120

@@ -2,7 +2,8 @@
 
 Example:
     python tools/dataset_converters/make_synthetic_seg.py \
-        --out data/synthetic_seg --train 200 --val 50 --size 192 --seed 0
+        --out data/synthetic_seg --train 200 --val 50 --size 96 \
+        --radius 0.15 0.3 --seed 0
 
 Layout written (MMSegmentation's ``img_dir``/``ann_dir`` convention)::
 
@@ -11,13 +12,16 @@ Layout written (MMSegmentation's ``img_dir``/``ann_dir`` convention)::
     <out>/meta.json
 
 Label maps: 0 background, 1 circle, 2 square, 3 triangle, 4 star, 255 the
-ignored shape outlines. With ``--skip-if-complete`` an existing dataset of
-the same size and seed is kept.
+ignored shape outlines. ``--radius MIN MAX`` sets the shapes' circumradius
+as shares of the image side (the detection dataset's 0.09 0.2 by default).
+With ``--skip-if-complete`` an existing dataset of the same size, seed,
+radius range and image counts is kept.
 """
 import argparse
 import sys
 
 from synthetic_seg import SEG_CLASSES, is_complete_seg, make_synthetic_seg
+from synthetic_shapes import RADIUS_RANGE
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -34,6 +38,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         '--size', type=int, default=256, help='image side in pixels')
     parser.add_argument('--seed', type=int, default=0, help='random seed')
     parser.add_argument(
+        '--radius',
+        type=float,
+        nargs=2,
+        default=list(RADIUS_RANGE),
+        metavar=('MIN', 'MAX'),
+        help='shape circumradius range as shares of the image side')
+    parser.add_argument(
         '--ignore-border',
         type=int,
         default=1,
@@ -41,7 +52,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         '--skip-if-complete',
         action='store_true',
-        help='keep a complete dataset of this size and seed at --out')
+        help='keep a complete dataset made with these options at --out')
     args = parser.parse_args(argv)
     if args.train < 0 or args.val < 0:
         parser.error('--train and --val must be >= 0')
@@ -50,10 +61,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    if args.skip_if_complete and is_complete_seg(args.out, args.size,
-                                                 args.seed):
+    if args.skip_if_complete and is_complete_seg(
+            args.out, args.size, args.seed, args.radius, args.train,
+            args.val):
         print(f'found the dataset at {args.out} ({args.size} px, seed '
-              f'{args.seed}): not generating it again')
+              f'{args.seed}, radius {args.radius[0]:g}-{args.radius[1]:g}): '
+              'not generating it again')
         return
     try:
         meta = make_synthetic_seg(
@@ -62,7 +75,8 @@ def main(argv=None) -> None:
             num_val=args.val,
             image_size=args.size,
             seed=args.seed,
-            ignore_border=args.ignore_border)
+            ignore_border=args.ignore_border,
+            radius_range=args.radius)
     except ValueError as err:
         sys.exit(f'error: {err}')
     for split, count in meta['counts'].items():

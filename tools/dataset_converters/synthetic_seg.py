@@ -2,13 +2,15 @@
 
 The images are byte for byte those of
 :func:`synthetic_shapes.make_synthetic_coco` with the same seed and size (one
-random stream per image); the labels are PNG label maps in MMSegmentation's
+random stream per image) when the shapes keep that writer's sizes
+(``radius_range`` :data:`synthetic_shapes.RADIUS_RANGE`); the labels are PNG label maps in MMSegmentation's
 layout::
 
     <out>/img_dir/{train,val}/000000.jpg
     <out>/ann_dir/{train,val}/000000.png    uint8: 0 background, 1..4 shapes,
                                             255 ignored (shape outlines)
-    <out>/meta.json                         classes, palette, seed, size
+    <out>/meta.json                         classes, palette, seed, size,
+                                            radius range
 
 The outline of every visible shape part (``ignore_border`` pixels wide) is
 marked 255, as Pascal VOC marks object boundaries: those pixels are blended
@@ -24,18 +26,18 @@ from __future__ import annotations
 import json
 import os
 import os.path as osp
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
 from PIL import Image
 
 try:  # imported as tools.dataset_converters.synthetic_seg
-    from .synthetic_shapes import (JPEG_QUALITY, SHAPE_CLASSES, SPLITS,
-                                   make_scene)
+    from .synthetic_shapes import (JPEG_QUALITY, RADIUS_RANGE,
+                                   SHAPE_CLASSES, SPLITS, make_scene)
 except ImportError:  # imported by the scripts beside it, by file name
-    from synthetic_shapes import (JPEG_QUALITY, SHAPE_CLASSES, SPLITS,
-                                  make_scene)
+    from synthetic_shapes import (JPEG_QUALITY, RADIUS_RANGE, SHAPE_CLASSES,
+                                  SPLITS, make_scene)
 
 SEG_CLASSES = ('background', ) + SHAPE_CLASSES
 # Label-map colours for viewers (background dark grey).
@@ -82,7 +84,9 @@ def generate_seg_split(out_root: str,
                        num_images: int,
                        image_size: int = 256,
                        seed: int = 0,
-                       ignore_border: int = 1) -> List[str]:
+                       ignore_border: int = 1,
+                       radius_range: Tuple[float, float] = RADIUS_RANGE
+                       ) -> List[str]:
     """Write the images and label maps of one split.
 
     Returns:
@@ -98,7 +102,8 @@ def generate_seg_split(out_root: str,
     for index in range(num_images):
         # The same generator as the COCO writer: the same scene per index.
         rng = np.random.default_rng([seed, SPLITS.index(split), index])
-        image, instances = make_scene(rng, image_size)
+        image, instances = make_scene(
+            rng, image_size, radius_range=tuple(radius_range))
         stem = f'{index:06d}'
         Image.fromarray(image).save(
             osp.join(image_dir, stem + '.jpg'), quality=JPEG_QUALITY)
@@ -114,7 +119,9 @@ def make_synthetic_seg(out_root: str,
                        num_val: int = 50,
                        image_size: int = 256,
                        seed: int = 0,
-                       ignore_border: int = 1) -> dict:
+                       ignore_border: int = 1,
+                       radius_range: Tuple[float, float] = RADIUS_RANGE
+                       ) -> dict:
     """Write the train and val splits and ``meta.json`` under ``out_root``.
 
     Args:
@@ -124,6 +131,8 @@ def make_synthetic_seg(out_root: str,
         image_size (int): Square image side in pixels (>= 32).
         seed (int): Seed; equal arguments give byte-identical files.
         ignore_border (int): Width of the ignored shape outlines (pixels).
+        radius_range (tuple[float, float]): Shape circumradius as a share of
+            the image side, (min, max); the detection dataset's by default.
 
     Returns:
         dict: The metadata written to ``meta.json``.
@@ -133,10 +142,11 @@ def make_synthetic_seg(out_root: str,
     if num_train < 0 or num_val < 0:
         raise ValueError('num_train and num_val must be >= 0, got '
                          f'{num_train} and {num_val}')
+    radius_range = _check_radius_range(radius_range)
     counts = dict(zip(SPLITS, (num_train, num_val)))
     for split, count in counts.items():
         generate_seg_split(out_root, split, count, image_size, seed,
-                           ignore_border)
+                           ignore_border, radius_range)
     meta = dict(
         description='mmlaplacian synthetic shapes, semantic labels',
         classes=list(SEG_CLASSES),
@@ -144,6 +154,7 @@ def make_synthetic_seg(out_root: str,
         ignore_index=IGNORE_INDEX,
         ignore_border=ignore_border,
         image_size=image_size,
+        radius_range=list(radius_range),
         seed=seed,
         counts=counts)
     with open(osp.join(out_root, META_FILE), 'w', encoding='utf-8') as f:
@@ -151,15 +162,32 @@ def make_synthetic_seg(out_root: str,
     return meta
 
 
+def _check_radius_range(
+        radius_range: Sequence[float]) -> Tuple[float, float]:
+    """``radius_range`` as a float pair, or a ValueError naming it."""
+    low, high = (float(r) for r in radius_range)
+    if not 0 < low <= high <= 0.5:
+        raise ValueError('radius_range must satisfy 0 < min <= max <= 0.5 '
+                         f'(shares of the image side), got {radius_range}')
+    return low, high
+
+
 def is_complete_seg(out_root: str,
                     image_size: Optional[int] = None,
-                    seed: Optional[int] = None) -> bool:
+                    seed: Optional[int] = None,
+                    radius_range: Optional[Sequence[float]] = None,
+                    num_train: Optional[int] = None,
+                    num_val: Optional[int] = None) -> bool:
     """Whether a dataset made as asked is there, with every file.
 
     Args:
         out_root (str): Dataset folder.
         image_size (int, optional): Required image side, if any.
         seed (int, optional): Required seed, if any.
+        radius_range (Sequence[float], optional): Required shape radius
+            range, if any.
+        num_train (int, optional): Required number of training images.
+        num_val (int, optional): Required number of validation images.
     """
     meta_path = osp.join(out_root, META_FILE)
     if not osp.isfile(meta_path):
@@ -170,7 +198,14 @@ def is_complete_seg(out_root: str,
         return False
     if seed is not None and meta.get('seed') != seed:
         return False
-    for split, count in meta.get('counts', {}).items():
+    if radius_range is not None and meta.get('radius_range', list(
+            RADIUS_RANGE)) != [float(r) for r in radius_range]:
+        return False
+    counts = meta.get('counts', {})
+    for split, wanted in zip(SPLITS, (num_train, num_val)):
+        if wanted is not None and counts.get(split) != wanted:
+            return False
+    for split, count in counts.items():
         for index in range(count):
             stem = f'{index:06d}'
             if not (osp.isfile(

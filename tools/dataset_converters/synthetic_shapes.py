@@ -41,6 +41,8 @@ MAX_PLACEMENT_TRIES = 30
 # Outlines are traced on a grid this many times finer than the pixels.
 TRACE_SCALE = 4
 JPEG_QUALITY = 92
+# Shape circumradius as a share of the image side.
+RADIUS_RANGE: Tuple[float, float] = (0.09, 0.2)
 
 
 def shape_polygon(kind: str, center: Tuple[float, float], radius: float,
@@ -128,7 +130,7 @@ def _accepts(candidate: np.ndarray, full_masks: List[np.ndarray],
 def make_scene(rng: np.random.Generator,
                size: int,
                num_shapes: Tuple[int, int] = (2, 5),
-               radius_range: Tuple[float, float] = (0.09, 0.2),
+               radius_range: Tuple[float, float] = RADIUS_RANGE,
                noise_std: float = 6.0) -> Tuple[np.ndarray, List[dict]]:
     """Draw one image and its instances.
 
