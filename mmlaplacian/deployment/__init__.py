@@ -20,7 +20,7 @@ from .unsupported import ExportUnsupportedError, check_exportable
 __all__ = [
     'BackboneForExport', 'DetectionComparison', 'Detections', 'ExportError',
     'ExportResult', 'ExportUnsupportedError', 'ExportableRetinaNet',
-    'LAPLACE_GRAPHS', 'ExportableTwoStageDetector', 'batched_nms_keep',
+    'ExportableTwoStageDetector', 'LAPLACE_GRAPHS', 'batched_nms_keep',
     'build_exportable_detector', 'build_model', 'check_exportable',
     'compare_detections', 'compare_features', 'decode_deltas',
     'detections_from_ort', 'export_onnx', 'laplace_graph',

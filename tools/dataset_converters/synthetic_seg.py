@@ -2,9 +2,9 @@
 
 The images are byte for byte those of
 :func:`synthetic_shapes.make_synthetic_coco` with the same seed and size (one
-random stream per image) when the shapes keep that writer's sizes
-(``radius_range`` :data:`synthetic_shapes.RADIUS_RANGE`); the labels are PNG label maps in MMSegmentation's
-layout::
+random stream per image) when the shapes keep that writer's sizes (the
+default ``radius_range``, :data:`synthetic_shapes.RADIUS_RANGE`); the labels
+are PNG label maps in MMSegmentation's layout::
 
     <out>/img_dir/{train,val}/000000.jpg
     <out>/ann_dir/{train,val}/000000.png    uint8: 0 background, 1..4 shapes,
@@ -103,7 +103,7 @@ def generate_seg_split(out_root: str,
         # The same generator as the COCO writer: the same scene per index.
         rng = np.random.default_rng([seed, SPLITS.index(split), index])
         image, instances = make_scene(
-            rng, image_size, radius_range=tuple(radius_range))
+            rng, image_size, radius_range=radius_range)
         stem = f'{index:06d}'
         Image.fromarray(image).save(
             osp.join(image_dir, stem + '.jpg'), quality=JPEG_QUALITY)
