@@ -11,7 +11,6 @@ from .compare import (DetectionComparison, Detections, compare_detections,
 from .detectors import (ExportableRetinaNet, ExportableTwoStageDetector,
                         build_exportable_detector)
 from .export import (BackboneForExport, ExportError, ExportResult, export_onnx)
-from .kernels import LAPLACE_GRAPHS, laplace_graph, laplace_kernel_chunked
 from .onnx_ops import nms_keep_mask, onnx_translation_table
 from .reference import build_model, mmdet_predict
 from .runtime import ort_run, ort_session, time_calls, time_interleaved
@@ -20,11 +19,10 @@ from .unsupported import ExportUnsupportedError, check_exportable
 __all__ = [
     'BackboneForExport', 'DetectionComparison', 'Detections', 'ExportError',
     'ExportResult', 'ExportUnsupportedError', 'ExportableRetinaNet',
-    'ExportableTwoStageDetector', 'LAPLACE_GRAPHS', 'batched_nms_keep',
+    'ExportableTwoStageDetector', 'batched_nms_keep',
     'build_exportable_detector', 'build_model', 'check_exportable',
     'compare_detections', 'compare_features', 'decode_deltas',
-    'detections_from_ort', 'export_onnx', 'laplace_graph',
-    'laplace_kernel_chunked', 'mmdet_predict', 'nms_keep_mask',
+    'detections_from_ort', 'export_onnx', 'mmdet_predict', 'nms_keep_mask',
     'onnx_translation_table', 'ort_run', 'ort_session', 'paste_masks',
     'roi_align_levels', 'time_calls', 'time_interleaved'
 ]

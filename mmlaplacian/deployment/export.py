@@ -1,15 +1,22 @@
-"""Export to ONNX with torch's dynamo exporter, and checks of the result."""
+"""Export to ONNX with torch's dynamo exporter, and checks of the result.
+
+The model is exported as it runs (``torch.export``): our fused ops appear as
+the operators ``mmlaplacian::laplace_kernel`` and
+``mmlaplacian::newton_schulz_inverse`` and are rewritten into standard
+operators by their own export forms (:mod:`mmlaplacian.ops.export_forms`);
+nothing in the model is patched or switched for the export.
+"""
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.nn as nn
 
-from .kernels import CHUNK_ELEMENTS, laplace_graph
+from mmlaplacian.ops.export_forms import (CHUNK_ELEMENTS, LAPLACE_FORMS,
+                                          export_decompositions)
 from .onnx_ops import onnx_translation_table
 
 DEFAULT_OPSET = 18
@@ -61,25 +68,6 @@ class BackboneForExport(nn.Module):
 
     def forward(self, image: torch.Tensor):
         return tuple(self.backbone(image))
-
-
-@contextmanager
-def reference_ops(module: nn.Module) -> Iterator[None]:
-    """Switch every fused-op user (``impl`` attribute, e.g.
-    ``LaplacianAttention``) to the PyTorch references for the duration:
-    compiled kernels cannot be traced, the references are standard ops
-    (the L1 distance accumulated one feature at a time, Newton-Schulz as
-    a fixed number of matrix products). :func:`kernels.laplace_graph`
-    chooses the Laplacian kernel's graph form on top of this."""
-    saved = [(m, m.impl) for m in module.modules()
-             if isinstance(getattr(m, 'impl', None), str)]
-    for m, _ in saved:
-        m.impl = 'pytorch'
-    try:
-        yield
-    finally:
-        for m, impl in saved:
-            m.impl = impl
 
 
 def _operator_counts(model) -> Dict[str, int]:
@@ -160,9 +148,10 @@ def export_onnx(module: nn.Module,
             it loads it, and measured no faster on the optimised file, while
             the pass doubled the export time; off by default.
         laplace (str, optional): Graph form of the Laplacian kernel,
-            ``'chunked'`` or ``'per-feature'`` (``mmlaplacian.deployment.
-            kernels``). Defaults to ``'chunked'`` for static sizes and
-            ``'per-feature'`` with ``dynamic`` (chunks need a static N).
+            ``'chunked'``, ``'per-feature'`` or ``'auto'``
+            (:mod:`mmlaplacian.ops.export_forms`). Defaults to
+            ``'chunked'`` for static sizes and ``'per-feature'`` with
+            ``dynamic`` (chunks need a static N).
         chunk_elements (int): Element budget of one chunk's
             ``(B, h, d, Nc, m)`` difference tensor.
 
@@ -181,8 +170,10 @@ def export_onnx(module: nn.Module,
     if opset < 16:
         raise ValueError(f'opset {opset} is too old: RoiAlign with '
                          f'half-pixel alignment needs opset >= 16')
-    # laplace_graph refuses a form it does not know.
     laplace = laplace or ('per-feature' if dynamic else 'chunked')
+    if laplace not in LAPLACE_FORMS:
+        raise ValueError(f'laplace must be one of {LAPLACE_FORMS}, got '
+                         f'{laplace!r}')
     if dynamic and laplace == 'chunked':
         raise ValueError('the chunked Laplacian kernel needs static sizes '
                          '(its chunk count is fixed in the graph); use '
@@ -205,13 +196,15 @@ def export_onnx(module: nn.Module,
             3: SIZE_MULTIPLE * blocks_w
         }, )
     start = time.perf_counter()
-    with torch.no_grad(), reference_ops(module), laplace_graph(
-            laplace, chunk_elements):
+    with torch.no_grad():
+        exported = torch.export.export(
+            module.eval(), (example, ), dynamic_shapes=dynamic_shapes)
+        exported = exported.run_decompositions(
+            export_decompositions(laplace, chunk_elements))
         program = torch.onnx.export(
-            module.eval(), (example, ),
+            exported,
             dynamo=True,
             opset_version=opset,
-            dynamic_shapes=dynamic_shapes,
             input_names=[input_name],
             output_names=list(output_names) if output_names else None,
             custom_translation_table=onnx_translation_table(),

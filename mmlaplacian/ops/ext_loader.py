@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 from types import ModuleType
-from typing import FrozenSet, Optional, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 import torch
 
@@ -49,13 +49,29 @@ def load_ext() -> Optional[ModuleType]:
     return _load()[0]
 
 
-@lru_cache(maxsize=None)
 def _compiled_devices() -> FrozenSet[str]:
-    """Device types the extension has kernels for (empty if not loaded)."""
+    """Device types the extension has kernels for (empty if not loaded).
+
+    Read on every op call, so it is a module global rather than an
+    ``lru_cache``: ``torch.compile`` traces through cached functions, and
+    an import inside a traced call would break the graph.
+    """
+    global _COMPILED_DEVICES
+    if _COMPILED_DEVICES is None:
+        ext = load_ext()
+        _COMPILED_DEVICES = frozenset(
+            ext.compiled_devices()) if ext is not None else frozenset()
+    return _COMPILED_DEVICES
+
+
+_COMPILED_DEVICES: Optional[FrozenSet[str]] = None
+
+
+def compiled_kernels() -> Dict[str, ModuleType]:
+    """``device type -> extension`` for each device type with compiled
+    kernels: what the operators register per dispatch key."""
     ext = load_ext()
-    if ext is None:
-        return frozenset()
-    return frozenset(ext.compiled_devices())
+    return {device: ext for device in sorted(_compiled_devices())}
 
 
 def _format_cuda_version(version: int) -> str:
@@ -123,7 +139,6 @@ def resolve_impl(op: str, impl: str, device: torch.device) -> str:
         raise ValueError(f'{op}: impl must be one of {IMPLS}, got {impl!r}')
     if impl == 'pytorch':
         return impl
-    ext, error = _load()
     available = _compiled_devices()
     if impl == 'auto':
         compiled = _DEVICE_IMPL.get(device.type)
@@ -133,6 +148,9 @@ def resolve_impl(op: str, impl: str, device: torch.device) -> str:
         raise ValueError(f"{op}: impl='{impl}' runs on {wanted_device} "
                          f'tensors, got tensors on {device}; use '
                          f"impl='auto' to pick the kernel of the device")
+    if wanted_device in available:
+        return impl
+    ext, error = _load()
     if ext is None:
         raise RuntimeError(f"{op}: impl='{impl}' needs the compiled "
                            f'extension mmlaplacian._ext, which could not be '
@@ -143,4 +161,3 @@ def resolve_impl(op: str, impl: str, device: torch.device) -> str:
             f'built without {wanted_device} kernels (it has '
             f'{sorted(available)}); rebuild with FORCE_CUDA=1 on a machine '
             f'with nvcc')
-    return impl

@@ -1,4 +1,12 @@
-"""The Laplacian kernel ``exp(-||x_i - y_j||_1)`` as a differentiable op."""
+"""The Laplacian kernel ``exp(-||x_i - y_j||_1)`` as a PyTorch operator.
+
+``torch.ops.mmlaplacian.laplace_kernel`` is a custom operator: the compiled
+C++ and CUDA kernels are registered for the CPU and CUDA dispatch keys when
+``mmlaplacian._ext`` has them (the PyTorch reference serves every other
+device, and the CPU when the extension is not built), with a fake kernel for
+``torch.compile``/``torch.export`` and an analytic backward, itself the
+operator ``torch.ops.mmlaplacian.laplace_kernel_backward``.
+"""
 from __future__ import annotations
 
 from typing import Callable, Optional, Tuple
@@ -7,7 +15,7 @@ import torch
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from .ext_loader import load_ext, resolve_impl
+from .ext_loader import compiled_kernels, resolve_impl
 from .reference import (laplace_kernel_backward_reference,
                         laplace_kernel_forward_reference)
 from .validation import (autocast_disabled, autocast_enabled,
@@ -16,46 +24,120 @@ from .validation import (autocast_disabled, autocast_enabled,
 
 _OP = 'laplace_kernel'
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+Tensor = torch.Tensor
+
+
+@torch.library.custom_op('mmlaplacian::laplace_kernel', mutates_args=())
+def laplace_kernel_op(x: Tensor, y: Tensor) -> Tensor:
+    """``K = exp(-||x_i - y_j||_1)`` of contiguous ``x (B, N, d)``,
+    ``y (B, M, d)`` of one dtype; no checks (see :func:`laplace_kernel`)."""
+    return laplace_kernel_forward_reference(x, y)
+
+
+@torch.library.custom_op(
+    'mmlaplacian::laplace_kernel_backward', mutates_args=())
+def laplace_kernel_backward_op(grad: Tensor, x: Tensor, y: Tensor,
+                               out: Tensor, need_x: bool,
+                               need_y: bool) -> Tuple[Tensor, Tensor]:
+    """``(dx, dy)`` of :func:`laplace_kernel_op` from its output ``out``; a
+    gradient that is not needed is not computed and comes back empty."""
+    dx, dy = laplace_kernel_backward_reference(grad, x, y, out, need_x,
+                                               need_y)
+    return _or_empty(dx, x), _or_empty(dy, y)
+
+
+def _or_empty(grad: Optional[Tensor], like: Tensor) -> Tensor:
+    # An operator returns tensors only: an empty one stands for "not needed".
+    return like.new_empty(0) if grad is None else grad
+
+
+def _none_if_empty(grad: Tensor, like: Tensor) -> Optional[Tensor]:
+    return None if grad.numel() == 0 and like.numel() != 0 else grad
+
+
+@laplace_kernel_op.register_fake
+def _laplace_kernel_fake(x: Tensor, y: Tensor) -> Tensor:
+    return x.new_empty(x.shape[0], x.shape[1], y.shape[1])
+
+
+@laplace_kernel_backward_op.register_fake
+def _laplace_kernel_backward_fake(grad: Tensor, x: Tensor, y: Tensor,
+                                  out: Tensor, need_x: bool,
+                                  need_y: bool) -> Tuple[Tensor, Tensor]:
+    return (torch.empty_like(x) if need_x else x.new_empty(0),
+            torch.empty_like(y) if need_y else y.new_empty(0))
+
+
+def _register_compiled_kernels() -> None:
+    """Register the extension's kernels per dispatch key (CPU, CUDA)."""
+    for device, ext in compiled_kernels().items():
+        laplace_kernel_op.register_kernel(device)(ext.laplace_kernel_forward)
+
+        def backward(grad, x, y, out, need_x, need_y, _ext=ext):
+            dx, dy = _ext.laplace_kernel_backward(grad, x, y, out, need_x,
+                                                  need_y)
+            return _or_empty(dx, x), _or_empty(dy, y)
+
+        laplace_kernel_backward_op.register_kernel(device)(backward)
+
+
+_register_compiled_kernels()
 
 
 def _kernels(impl: str) -> Tuple[Callable, Callable]:
-    """(forward, backward) functions of an impl ('cpp', 'cuda', 'pytorch')."""
+    """(forward, backward) of an impl: ``'pytorch'`` the reference
+    functions, any other the operators (the dispatcher picks the kernel of
+    the inputs' device). The backward returns None for a gradient that is
+    not needed."""
     if impl == 'pytorch':
         return (laplace_kernel_forward_reference,
                 laplace_kernel_backward_reference)
-    ext = load_ext()
-    return ext.laplace_kernel_forward, ext.laplace_kernel_backward
+
+    def backward(grad, x, y, out, need_x, need_y):
+        dx, dy = laplace_kernel_backward_op(grad, x, y, out, need_x, need_y)
+        return _none_if_empty(dx, x), _none_if_empty(dy, y)
+
+    return laplace_kernel_op, backward
 
 
-class LaplaceKernelFunction(Function):
-    """Autograd Function of :func:`laplace_kernel` for one impl.
+def _setup_context(ctx, inputs, output) -> None:
+    x, y = inputs
+    ctx.save_for_backward(x, y, output)
 
-    The backward pass uses the saved output K, so it never recomputes the
-    distances and never forms a (B, N, M, d) tensor.
-    """
+
+def _backward(ctx, grad: Tensor):
+    """Uses the saved output K: the distances are never recomputed and no
+    (B, N, M, d) tensor is formed. Only the needed gradients are computed."""
+    need_x, need_y = ctx.needs_input_grad[:2]
+    if not (need_x or need_y):
+        return None, None
+    x, y, out = ctx.saved_tensors
+    return _kernels('op')[1](grad.contiguous(), x, y, out, need_x, need_y)
+
+
+laplace_kernel_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class LaplaceKernelReference(Function):
+    """``impl='pytorch'``: the reference forward with the same analytic
+    backward (autograd through the per-feature loop would save d tensors of
+    size B·N·M)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, y: torch.Tensor,
-                impl: str) -> torch.Tensor:
-        forward, _ = _kernels(impl)
-        with autocast_disabled(x.device):
-            out = forward(x, y)
-        ctx.impl = impl
+    def forward(ctx, x: Tensor, y: Tensor) -> Tensor:
+        out = laplace_kernel_forward_reference(x, y)
         ctx.save_for_backward(x, y, out)
         return out
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: torch.Tensor):
-        need_x, need_y, _ = ctx.needs_input_grad
+    def backward(ctx, grad: Tensor):
+        need_x, need_y = ctx.needs_input_grad
         if not (need_x or need_y):
-            return None, None, None
+            return None, None
         x, y, out = ctx.saved_tensors
-        _, backward = _kernels(ctx.impl)
-        with autocast_disabled(x.device):
-            # Only the gradients autograd needs are computed.
-            dx, dy = backward(grad.contiguous(), x, y, out, need_x, need_y)
-        return dx, dy, None
+        return _kernels('pytorch')[1](grad.contiguous(), x, y, out, need_x,
+                                      need_y)
 
 
 def _check_inputs(x: object, y: object, autocast: bool) -> None:
@@ -77,6 +159,9 @@ def laplace_kernel(x: torch.Tensor,
 
     Differentiable in ``x`` and ``y``. A bandwidth λ is applied by scaling the
     inputs: ``exp(-||a - b||_1 / λ) = laplace_kernel(a / λ, b / λ)``.
+    ``torch.compile(fullgraph=True)``, ``torch.export`` and the exporters
+    see the operator ``torch.ops.mmlaplacian.laplace_kernel``
+    (:mod:`mmlaplacian.ops.export_forms` gives its standard-operator forms).
 
     Precision: fp32 and fp64 compute in their own dtype. fp16/bf16 inputs are
     accumulated in fp32 (on CPU they are upcast and the result cast back).
@@ -94,9 +179,11 @@ def laplace_kernel(x: torch.Tensor,
         x (torch.Tensor): (B, N, d) floating-point tensor.
         y (torch.Tensor): (B, M, d) tensor of the same dtype and device.
             Non-contiguous and expanded inputs are accepted.
-        impl (str): ``'auto'`` (compiled kernels for the device when the
-            extension has them, else the reference), ``'cpp'``, ``'cuda'``
-            or ``'pytorch'`` (the reference). Defaults to ``'auto'``.
+        impl (str): ``'auto'`` (the operator: compiled kernels for the
+            device when the extension has them, else the reference),
+            ``'cpp'``, ``'cuda'`` (the operator, requiring those kernels) or
+            ``'pytorch'`` (the reference, without the operator). Defaults to
+            ``'auto'``.
 
     Returns:
         torch.Tensor: K of shape (B, N, M); empty when N or M is 0.
@@ -114,19 +201,26 @@ def laplace_kernel(x: torch.Tensor,
     """
     autocast = isinstance(x, torch.Tensor) and autocast_enabled(x.device)
     _check_inputs(x, y, autocast)
-    impl = resolve_impl(_OP, impl, x.device)
+    kernel = resolve_impl(_OP, impl, x.device)
 
     out_dtype: Optional[torch.dtype] = None
     if autocast:
         dtype = compute_dtype(x.dtype, y.dtype)
-    elif x.dtype in _LOW_PRECISION and impl != 'cuda':
+    elif x.dtype in _LOW_PRECISION and kernel != 'cuda':
         # CUDA kernels read fp16/bf16 natively; elsewhere compute in fp32.
         dtype, out_dtype = torch.float32, x.dtype
     else:
         dtype = x.dtype
     x = x.to(dtype).contiguous()
     y = y.to(dtype).contiguous()
-    out = LaplaceKernelFunction.apply(x, y, impl)
+    with autocast_disabled(x.device):
+        if impl == 'pytorch':
+            # torch.compile cannot trace a Function given one tensor twice
+            # (the landmark matrix k(q~, q~)); a view is another tensor.
+            out = LaplaceKernelReference.apply(
+                x, y if y is not x else y.view_as(y))
+        else:
+            out = laplace_kernel_op(x, y)
     return out if out_dtype is None else out.to(out_dtype)
 
 
@@ -136,4 +230,3 @@ def laplace_kernel_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     Same contract as ``laplace_kernel(x, y, impl='pytorch')``.
     """
     return laplace_kernel(x, y, impl='pytorch')
-

@@ -1,4 +1,10 @@
-"""Matrix inverse by Newton–Schulz iteration, with an analytic backward."""
+"""Matrix inverse by Newton–Schulz iteration as a PyTorch operator.
+
+``torch.ops.mmlaplacian.newton_schulz_inverse`` has the extension's kernels
+registered for the CPU and CUDA dispatch keys when they are built (the
+batched-matmul reference otherwise), a fake kernel, and the analytic
+backward of the exact inverse.
+"""
 from __future__ import annotations
 
 from typing import Tuple, Union
@@ -7,7 +13,7 @@ import torch
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from .ext_loader import load_ext, resolve_impl
+from .ext_loader import compiled_kernels, resolve_impl
 from .reference import (NEWTON_SCHULZ_INITS, inverse_residual,
                         newton_schulz_backward,
                         newton_schulz_forward_reference)
@@ -17,36 +23,65 @@ from .validation import (autocast_disabled, autocast_enabled, check_tensor,
 _OP = 'newton_schulz_inverse'
 # Init codes of mmlaplacian._ext (NewtonSchulzInit in cuda_ops/common).
 _INIT_CODES = {'auto': 0, 'identity': 1, 'transpose': 2}
+Tensor = torch.Tensor
 
 
-class NewtonSchulzFunction(Function):
-    """Autograd Function of :func:`newton_schulz_inverse` for one impl.
+@torch.library.custom_op(
+    'mmlaplacian::newton_schulz_inverse', mutates_args=())
+def newton_schulz_op(a: Tensor, num_iters: int, init: str) -> Tensor:
+    """``num_iters`` Newton–Schulz steps for contiguous ``A (B, m, m)`` in
+    fp32 or fp64; no checks (see :func:`newton_schulz_inverse`)."""
+    return newton_schulz_forward_reference(a, num_iters, init)
 
-    The backward pass is the gradient of the exact inverse,
-    ``dA = -Xᵀ G Xᵀ``, not the unrolled iteration: cheap, and exact once X
-    has converged.
-    """
+
+@newton_schulz_op.register_fake
+def _newton_schulz_fake(a: Tensor, num_iters: int, init: str) -> Tensor:
+    return torch.empty_like(a)
+
+
+def _register_compiled_kernels() -> None:
+    """Register the extension's kernels per dispatch key (CPU, CUDA)."""
+    for device, ext in compiled_kernels().items():
+
+        def forward(a, num_iters, init, _ext=ext):
+            return _ext.newton_schulz_forward(a, num_iters, _INIT_CODES[init])
+
+        newton_schulz_op.register_kernel(device)(forward)
+
+
+_register_compiled_kernels()
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(output)
+
+
+def _backward(ctx, grad: Tensor):
+    """The gradient of the exact inverse, ``dA = -Xᵀ G Xᵀ``, not of the
+    unrolled iteration: cheap, and exact once X has converged."""
+    if not ctx.needs_input_grad[0]:
+        return None, None, None
+    x, = ctx.saved_tensors
+    return newton_schulz_backward(grad, x), None, None
+
+
+newton_schulz_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+class NewtonSchulzReference(Function):
+    """``impl='pytorch'``: the batched-matmul reference with the same
+    backward as the operator."""
 
     @staticmethod
-    def forward(ctx, a: torch.Tensor, num_iters: int, init: str,
-                impl: str) -> torch.Tensor:
-        with autocast_disabled(a.device):
-            if impl == 'pytorch':
-                x = newton_schulz_forward_reference(a, num_iters, init)
-            else:
-                x = load_ext().newton_schulz_forward(a, num_iters,
-                                                     _INIT_CODES[init])
+    def forward(ctx, a: Tensor, num_iters: int, init: str) -> Tensor:
+        x = newton_schulz_forward_reference(a, num_iters, init)
         ctx.save_for_backward(x)
         return x
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: torch.Tensor):
-        if not ctx.needs_input_grad[0]:
-            return None, None, None, None
-        x, = ctx.saved_tensors
-        with autocast_disabled(x.device):
-            return newton_schulz_backward(grad, x), None, None, None
+    def backward(ctx, grad: Tensor):
+        return _backward(ctx, grad)
 
 
 def _check_inputs(a: object, num_iters: object, init: object) -> None:
@@ -117,12 +152,16 @@ def newton_schulz_inverse(
         tensor(0.5000)
     """
     _check_inputs(a, num_iters, init)
-    impl = resolve_impl(_OP, impl, a.device)
+    resolve_impl(_OP, impl, a.device)  # refuses an impl that cannot run
     autocast = autocast_enabled(a.device)
     dtype = compute_dtype(a.dtype)
     out_dtype = dtype if autocast else a.dtype
     a = a.to(dtype).contiguous()
-    x = NewtonSchulzFunction.apply(a, num_iters, init, impl)
+    with autocast_disabled(a.device):
+        if impl == 'pytorch':
+            x = NewtonSchulzReference.apply(a, num_iters, init)
+        else:
+            x = newton_schulz_op(a, num_iters, init)
     out = x.to(out_dtype)
     if not return_residual:
         return out

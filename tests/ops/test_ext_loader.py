@@ -15,11 +15,11 @@ def fake_ext(monkeypatch):
         setattr(module, name, lambda *args: ['cpu'])
     importlib = types.SimpleNamespace(import_module=lambda name: module)
     monkeypatch.setattr(ext_loader, 'importlib', importlib)
-    for cached in (ext_loader._load, ext_loader._compiled_devices):
-        cached.cache_clear()
+    # monkeypatch restores the real device set afterwards.
+    monkeypatch.setattr(ext_loader, '_COMPILED_DEVICES', None)
+    ext_loader._load.cache_clear()
     yield module
-    for cached in (ext_loader._load, ext_loader._compiled_devices):
-        cached.cache_clear()
+    ext_loader._load.cache_clear()
 
 
 @pytest.mark.parametrize('abi', [None, 1], ids=['no-version', 'version-1'])

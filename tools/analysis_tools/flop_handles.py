@@ -4,7 +4,7 @@ mmengine's counter (fvcore's jit counter) traces a model and counts the
 ops it has a handle for: linear layers, convolutions, matmuls, norms,
 pooling and resizing, one multiply-accumulate (MAC) = one FLOP, the
 convention of the PVT, SOFT and Swin papers. It has no handle for our fused
-autograd ops, which appear in the trace as ``prim::PythonOp.<Function>``,
+operators, which appear in the trace as ``mmlaplacian::<op>``,
 nor for ``baddbmm``, ``scaled_dot_product_attention``, the variance of the
 whitening or ``linalg.inv``. The handles below count them with these
 conventions:
@@ -44,8 +44,11 @@ SOFTMAX_ATTENTION = 'softmax_attention'
 EXACT_INVERSE = 'linalg_inv'
 BADDBMM = 'baddbmm'
 
-LAPLACE_KERNEL_OP = 'prim::PythonOp.LaplaceKernelFunction'
-NEWTON_SCHULZ_OP = 'prim::PythonOp.NewtonSchulzFunction'
+LAPLACE_KERNEL_OP = 'mmlaplacian::laplace_kernel'
+NEWTON_SCHULZ_OP = 'mmlaplacian::newton_schulz_inverse'
+# impl='pytorch': the references' autograd Functions.
+LAPLACE_KERNEL_REFERENCE = 'prim::PythonOp.LaplaceKernelReference'
+NEWTON_SCHULZ_REFERENCE = 'prim::PythonOp.NewtonSchulzReference'
 
 
 def _shape(value: Any, op: str, rank: int = None) -> List[int]:
@@ -73,15 +76,19 @@ def newton_schulz_flops(inputs: List[Any],
                         outputs: List[Any]) -> Counter[str]:
     """``iters · 2m³`` per matrix of ``A (B, m, m)``.
 
-    The iteration count is a non-tensor argument of the autograd Function,
-    kept in the traced node's scalar arguments (``num_iters, init, impl``).
+    The iteration count is the operator's second argument, a constant of
+    the traced graph (``A, num_iters, init``); the reference's autograd
+    Function keeps it among the node's scalar arguments.
     """
     batch, size, _ = _shape(inputs[0], NEWTON_SCHULZ_OP, 3)
-    scalars = outputs[0].node().scalar_args()
-    iters = scalars[0] if scalars else None
+    if len(inputs) > 1:
+        iters = inputs[1].toIValue()
+    else:
+        scalars = outputs[0].node().scalar_args()
+        iters = scalars[0] if scalars else None
     if not isinstance(iters, int):
         raise ValueError(f'{NEWTON_SCHULZ_OP}: expected the iteration count '
-                         f'as the first scalar argument, got {scalars}')
+                         f'as the second argument, got {iters!r}')
     return _counter(NEWTON_SCHULZ, batch * iters * 2 * size**3)
 
 
@@ -118,6 +125,8 @@ def variance_flops(inputs: List[Any], outputs: List[Any]) -> Counter[str]:
 OP_HANDLES: Dict[str, Handle] = {
     LAPLACE_KERNEL_OP: laplace_kernel_flops,
     NEWTON_SCHULZ_OP: newton_schulz_flops,
+    LAPLACE_KERNEL_REFERENCE: laplace_kernel_flops,
+    NEWTON_SCHULZ_REFERENCE: newton_schulz_flops,
     'aten::linalg_inv': linalg_inv_flops,
     'aten::linalg_inv_ex': linalg_inv_flops,
     'aten::baddbmm': baddbmm_flops,

@@ -36,8 +36,9 @@ class ModelFlops:
         flops_by_module (dict[str, int]): FLOPs of the top-level children
             (``backbone``, ``neck``, ``head``, ...).
         params_by_module (dict[str, int]): Parameters of those children.
-        uncounted_python_ops (Counter[str]): Custom autograd Functions met in
-            the trace that no handle counts (their arithmetic is missing).
+        uncounted_python_ops (Counter[str]): Custom autograd Functions and
+            our operators met in the trace that no handle counts (their
+            arithmetic is missing).
     """
     flops: int
     params: int
@@ -79,7 +80,7 @@ def count_model_flops(model: nn.Module,
     uncounted = Counter({
         op: count
         for op, count in analyzer.unsupported_ops().items()
-        if op.startswith('prim::PythonOp')
+        if op.startswith(('prim::PythonOp', 'mmlaplacian::'))
     })
     params = parameter_count(model)
     children = [name for name, _ in model.named_children()]

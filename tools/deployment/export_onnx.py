@@ -40,8 +40,8 @@ from mmlaplacian.deployment import (  # noqa: E402
     ort_session)
 from mmlaplacian.deployment.export import (  # noqa: E402
     DEFAULT_OPSET, largest_tensors)
-from mmlaplacian.deployment.kernels import (  # noqa: E402
-    CHUNK_ELEMENTS, LAPLACE_GRAPHS)
+from mmlaplacian.ops.export_forms import (  # noqa: E402
+    CHUNK_ELEMENTS, LAPLACE_FORMS)
 from mmlaplacian.deployment.peak_memory import (  # noqa: E402
     measure_in_subprocess)
 from mmlaplacian.deployment.runtime import time_interleaved  # noqa: E402
@@ -86,7 +86,7 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
                         help=f'ONNX opset, >= 16 (default {DEFAULT_OPSET})')
     parser.add_argument(
         '--laplace',
-        choices=LAPLACE_GRAPHS,
+        choices=LAPLACE_FORMS,
         help='graph form of the Laplacian kernel (default: chunked for '
         'static sizes, per-feature with --dynamic, which needs it)')
     parser.add_argument(

@@ -1,0 +1,146 @@
+"""Standard-operator forms of the fused ops, for exporters.
+
+An exported program (``torch.export``) holds the operators
+``mmlaplacian::laplace_kernel`` and ``mmlaplacian::newton_schulz_inverse``.
+Runtimes without our kernels (stock onnxruntime, ExecuTorch) need them as
+standard operators: :func:`export_decompositions` gives the table that
+``ExportedProgram.run_decompositions`` takes to rewrite them.
+
+The Laplacian kernel has two graph forms:
+
+``'per-feature'`` is the PyTorch reference: ``|x_c - y_c|`` accumulated one
+feature at a time over the whole ``(B, N, M)`` matrix (``3d`` full-size
+passes, about ``5d`` nodes per kernel matrix). It works with symbolic sizes.
+
+``'chunked'`` splits the N tokens into a fixed number of chunks, known when
+the graph is built, and computes each chunk's ``|x_i - y_j|`` over all
+features at once, ``(B, d, Nc, M)``, reduced over ``d``. The chunk is sized
+to a fixed element budget, so the largest temporary is bounded whatever N
+is and the graph has a handful of nodes per chunk instead of ``5d`` per
+kernel. It needs static sizes (the chunk count is unrolled).
+
+``'auto'`` takes ``'chunked'`` where the sizes are static and
+``'per-feature'`` where they are symbolic. Newton–Schulz has one form: its
+fixed number of batched matrix products.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict
+
+import torch
+
+from .reference import newton_schulz_forward_reference
+
+LAPLACE_FORMS = ('auto', 'chunked', 'per-feature')
+# Elements of one chunk's (B, d, Nc, M) difference tensor: 1M fp32 = 4 MiB,
+# within a server L3 and small next to the (N, M) output at detection sizes.
+CHUNK_ELEMENTS = 2**20
+
+
+def chunk_tokens(x: torch.Tensor,
+                 y: torch.Tensor,
+                 max_elements: int = CHUNK_ELEMENTS) -> int:
+    """Tokens of ``x`` per chunk so that ``(..., d, Nc, M)`` holds at most
+    ``max_elements`` elements (at least one token)."""
+    per_token = math.prod(x.shape[:-2]) * y.shape[-2] * x.shape[-1]
+    return max(1, max_elements // max(1, per_token))
+
+
+def laplace_kernel_chunked(x: torch.Tensor,
+                           y: torch.Tensor,
+                           max_elements: int = CHUNK_ELEMENTS) -> torch.Tensor:
+    """``K[..., i, j] = exp(-sum_c |x[..., i, c] - y[..., j, c]|)`` over
+    chunks of the tokens of ``x``.
+
+    Args:
+        x (Tensor): ``(..., N, d)``, static sizes.
+        y (Tensor): ``(..., M, d)``, the same leading dims.
+        max_elements (int): Budget of one chunk's ``(..., d, Nc, M)``
+            difference tensor.
+
+    Returns:
+        Tensor: ``(..., N, M)``.
+    """
+    step = chunk_tokens(x, y, max_elements)
+    # Features first, (..., d, Nc, M): the reduction then adds d contiguous
+    # (Nc, M) planes, which onnxruntime vectorises.
+    y_t = y.transpose(-1, -2).unsqueeze(-2)  # (..., d, 1, M)
+    x_t = x.transpose(-1, -2).unsqueeze(-1)  # (..., d, N, 1)
+    # One split for all chunks, one exp over the (..., N, M) result.
+    dists = [(part - y_t).abs().sum(-3) for part in x_t.split(step, dim=-2)]
+    dist = dists[0] if len(dists) == 1 else torch.cat(dists, dim=-2)
+    return torch.exp(-dist)
+
+
+def laplace_kernel_per_feature(x: torch.Tensor,
+                               y: torch.Tensor) -> torch.Tensor:
+    """The reference's arithmetic (``|x_c - y_c|`` summed one feature at a
+    time, in the same order) without in-place ops, which decompositions
+    must not contain. Works with symbolic sizes.
+
+    Args:
+        x (Tensor): ``(B, N, d)``.
+        y (Tensor): ``(B, M, d)``.
+
+    Returns:
+        Tensor: ``(B, N, M)``.
+    """
+    dist = (x[:, :, 0, None] - y[:, None, :, 0]).abs()
+    for c in range(1, x.shape[2]):
+        dist = dist + (x[:, :, c, None] - y[:, None, :, c]).abs()
+    return torch.exp(-dist)
+
+
+def _is_static(*tensors: torch.Tensor) -> bool:
+    return all(isinstance(s, int) for t in tensors for s in t.shape)
+
+
+def laplace_kernel_form(form: str = 'auto',
+                        max_elements: int = CHUNK_ELEMENTS) -> Callable:
+    """The Laplacian kernel ``(x, y) -> K`` in graph form ``form``.
+
+    Raises:
+        ValueError: ``form`` is not in :data:`LAPLACE_FORMS`.
+    """
+    if form not in LAPLACE_FORMS:
+        raise ValueError(f'Laplacian kernel graph form must be one of '
+                         f'{LAPLACE_FORMS}, got {form!r}')
+
+    def laplace_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        chunked = form == 'chunked' or (form == 'auto' and _is_static(x, y))
+        if not chunked:
+            return laplace_kernel_per_feature(x, y)
+        if not _is_static(x, y):
+            raise ValueError(
+                "the 'chunked' Laplacian kernel needs static sizes (its "
+                "chunk count is fixed in the graph); use 'per-feature' or "
+                "'auto' with dynamic shapes")
+        return laplace_kernel_chunked(x, y, max_elements)
+
+    return laplace_kernel
+
+
+def export_decompositions(laplace: str = 'auto',
+                          max_elements: int = CHUNK_ELEMENTS) -> Dict:
+    """Decomposition table that rewrites our operators into standard ones.
+
+    Args:
+        laplace (str): Graph form of the Laplacian kernel (module docstring).
+        max_elements (int): Element budget of one chunk of ``'chunked'``.
+
+    Returns:
+        dict: ``{operator overload: function}`` for
+        ``ExportedProgram.run_decompositions``; merge it into
+        ``torch.export.default_decompositions()`` to decompose everything.
+
+    Example:
+        >>> ep = torch.export.export(model, (image, ))  # doctest: +SKIP
+        >>> ep = ep.run_decompositions(export_decompositions())  # doctest: +SKIP
+    """
+    return {
+        torch.ops.mmlaplacian.laplace_kernel.default:
+        laplace_kernel_form(laplace, max_elements),
+        torch.ops.mmlaplacian.newton_schulz_inverse.default:
+        newton_schulz_forward_reference,
+    }
