@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: install test test-fast demo demo-seg gpu-check clean
+.PHONY: install test test-fast demo demo-seg gpu-check gpu-wheels clean
 
 install:  ## set up everything in the active Python environment
 	bash tools/install.sh
@@ -25,6 +25,9 @@ demo-seg:  ## segmentation quick start: synthetic label maps, Tiny Semantic FPN,
 
 gpu-check:  ## GPU acceptance run (build, op/model/AMP tests, sanitizers, benchmarks): gpu_check_out/gpu_report.md
 	bash tools/gpu_check.sh
+
+gpu-wheels:  ## download what a bare GPU machine lacks into .whl/ for tools/gpu_session.sh (docs/gpu.md)
+	bash tools/gpu/download_wheels.sh
 
 clean:
 	rm -rf build mmlaplacian/_ext*.so work_dirs .pytest_cache

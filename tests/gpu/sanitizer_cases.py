@@ -1,7 +1,8 @@
 """Small launches of every CUDA kernel of mmlaplacian._ext, for
-``compute-sanitizer`` (memcheck, racecheck) in ``tools/gpu_check.sh``.
+``compute-sanitizer`` (memcheck, racecheck, initcheck, synccheck) in
+``tools/gpu_check.sh``.
 
-    compute-sanitizer --tool memcheck python tests/gpu/sanitizer_cases.py
+    tools/gpu/sanitize.sh memcheck python tests/gpu/sanitizer_cases.py
 
 Shapes are odd so that every tile has a ragged edge; each dtype the kernels
 are compiled for runs once. Exits 1 if a result is wrong.
