@@ -25,6 +25,8 @@ from mmengine.evaluator import DumpResults  # noqa: E402
 
 from mmlaplacian.engine import (build_runner, load_config,  # noqa: E402
                                 shutdown_distributed)
+from mmlaplacian.engine.input_checks import (  # noqa: E402
+    check_test_inputs, main_without_traceback)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -143,7 +145,9 @@ def build_config(args: argparse.Namespace) -> Config:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    runner = build_runner(build_config(args))
+    cfg = build_config(args)
+    check_test_inputs(cfg)  # before any model is built
+    runner = build_runner(cfg)
     if args.out is not None:
         dump = DumpResults if is_segmentation(runner.cfg) else DumpDetResults
         runner.test_evaluator.metrics.append(dump(out_file_path=args.out))
@@ -152,4 +156,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    main_without_traceback(main, 'test.py')

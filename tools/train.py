@@ -24,6 +24,8 @@ from mmengine.logging import print_log  # noqa: E402
 
 from mmlaplacian.engine import (build_runner, enable_amp,  # noqa: E402
                                 load_config, shutdown_distributed)
+from mmlaplacian.engine.input_checks import (  # noqa: E402
+    check_train_inputs, main_without_traceback)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -100,10 +102,14 @@ def build_config(args: argparse.Namespace) -> Config:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    runner = build_runner(build_config(args))
+    cfg = build_config(args)
+    # Before any model is built: a missing dataset or ImageNet checkpoint
+    # is reported with the way on, not after minutes of set-up.
+    check_train_inputs(cfg)
+    runner = build_runner(cfg)
     runner.train()
     shutdown_distributed()
 
 
 if __name__ == '__main__':
-    main()
+    main_without_traceback(main, 'train.py')

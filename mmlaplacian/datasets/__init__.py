@@ -14,6 +14,7 @@ from .check_label_map import CheckLabelMap
 from .checked_coco import CheckedCocoDataset, SmallImagesWarning
 from .coco_checks import (CocoClassesWarning, class_mismatch,
                           read_coco_annotations)
+from .dataset_roots import DatasetNotFoundError, check_dataset_paths
 from .label_map_checks import LabelMapError, check_label_map
 
 
@@ -31,6 +32,7 @@ register_downstream(
 
 __all__ = [
     'CheckLabelMap', 'CheckedCocoDataset', 'CocoClassesWarning',
+    'DatasetNotFoundError', 'check_dataset_paths',
     'LabelMapError', 'SmallImagesWarning', 'build_label_map_dataset',
     'check_label_map', 'class_mismatch', 'read_coco_annotations'
 ]

@@ -12,6 +12,7 @@ from mmengine.logging import print_log
 
 from .coco_checks import (CocoClassesWarning, class_mismatch,
                           read_coco_annotations)
+from .dataset_roots import check_dataset_paths
 
 
 class SmallImagesWarning(UserWarning):
@@ -24,6 +25,9 @@ class CheckedCocoDataset(CocoDataset):
 
     Reads the file once, as ``CocoDataset`` does, but:
 
+    - a missing ``data_root``, annotation file or image folder raises
+      :class:`~.dataset_roots.DatasetNotFoundError` naming the path, the
+      variable that moves it (``COCO_ROOT``) and ``make demo``;
     - an empty, truncated or malformed file, or one that is not a COCO
       instances file, raises ``ValueError`` naming the file and the fault;
     - ``metainfo.classes`` absent from the file's categories, and
@@ -41,6 +45,11 @@ class CheckedCocoDataset(CocoDataset):
     """
 
     def load_data_list(self) -> List[dict]:
+        check_dataset_paths(
+            self.data_root, self.ann_file,
+            [self.data_prefix.get('img')] if self.data_prefix else [],
+            'the validation/test dataset' if self.test_mode else
+            'the training dataset', 'detection')
         with get_local_path(
                 self.ann_file, backend_args=self.backend_args) as local_path:
             data = read_coco_annotations(local_path, name=str(self.ann_file))

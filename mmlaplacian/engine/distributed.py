@@ -6,6 +6,8 @@ in DDP with ``device_ids=[LOCAL_RANK]``, which CPU modules reject.
 :func:`init_cpu_distributed` starts the process group with gloo first (the
 runner then skips its own initialisation) and asks for ``device_ids=None``.
 :func:`shutdown_distributed` (any device) ends the process group cleanly.
+:func:`set_default_timeout` bounds how long a rank waits for a peer that
+stopped answering.
 """
 from __future__ import annotations
 
@@ -14,6 +16,26 @@ import datetime
 import torch
 import torch.distributed as dist
 from mmengine.config import Config
+
+# Seconds a collective (all-reduce, barrier, result gathering) waits for a
+# peer before raising, unless env_cfg.dist_cfg.timeout says otherwise.
+DEFAULT_TIMEOUT = 1800
+
+
+def set_default_timeout(cfg: Config) -> None:
+    """Give the process group a timeout, in place, if the config has none.
+
+    A rank that dies is noticed by torchrun, which ends the others; a rank
+    that hangs (a stalled disk, a stopped process, a lost node) is not: the
+    others would wait in their next collective for as long as the process
+    group allows. With a timeout they raise and the run ends.
+    """
+    if cfg.get('env_cfg') is None:
+        cfg.env_cfg = dict(dist_cfg=dict(backend='nccl'))
+    if cfg.env_cfg.get('dist_cfg') is None:
+        cfg.env_cfg.dist_cfg = dict(backend='nccl')
+    if cfg.env_cfg.dist_cfg.get('timeout') is None:
+        cfg.env_cfg.dist_cfg.timeout = DEFAULT_TIMEOUT
 
 
 def shutdown_distributed() -> None:

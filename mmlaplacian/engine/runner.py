@@ -10,7 +10,8 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 from .config_checks import warn_unknown_options
-from .distributed import init_cpu_distributed
+from .default_hooks import use_fixed_default_hooks
+from .distributed import init_cpu_distributed, set_default_timeout
 
 
 def read_config(path: str, cfg_options: Optional[dict] = None) -> Config:
@@ -64,11 +65,17 @@ def build_runner(cfg: Config) -> Runner:
     """The config's runner (``runner_type`` when set, else mmengine's).
 
     Starts a gloo process group first when ``--launcher pytorch`` runs
-    without a GPU, and limits ``torch.compile`` recompilations as mmdet's
-    tools do.
+    without a GPU, gives the process group a timeout, limits
+    ``torch.compile`` recompilations as mmdet's tools do, and uses our
+    logger and checkpoint hooks: mmengine 0.10.7's write the test metrics
+    on every rank and checkpoints non-atomically, and mmengine is no longer
+    released upstream to fix them (see ``logger_hook.py``,
+    ``checkpoint_hook.py``).
     """
     from mmdet.utils import setup_cache_size_limit_of_dynamo
     setup_cache_size_limit_of_dynamo()
+    use_fixed_default_hooks(cfg)
+    set_default_timeout(cfg)
     if init_cpu_distributed(cfg):
         sync_bn_to_bn(cfg.model)
     if 'runner_type' not in cfg:

@@ -1,11 +1,14 @@
 """tools/dist_train.sh and dist_test.sh: two processes on CPU (gloo)."""
 import glob
+import os
 import os.path as osp
+import subprocess
+import sys
 
 import pytest
 import torch
-from detection_utils import (MASK_RCNN_CONFIG, free_port, read_test_metrics,
-                             run_tool)
+from detection_utils import (MASK_RCNN_CONFIG, REPO_ROOT, free_port,
+                             read_test_metrics, run_tool)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -53,3 +56,39 @@ def test_dist_test_two_processes(trained_mask_rcnn, mask_rcnn_test_run,
     coco_keys = [k for k in whole if k.startswith('coco/')]
     assert len(coco_keys) > 10
     assert {k: split[k] for k in coco_keys} == {k: whole[k] for k in coco_keys}
+
+
+def files_under(folder) -> list:
+    """Every file below ``folder`` (folders alone do not count)."""
+    return sorted(
+        osp.relpath(osp.join(d, f), folder)
+        for d, _, names in os.walk(folder) for f in names)
+
+
+def test_rank_one_writes_no_file(trained_mask_rcnn, synthetic_env, tmp_path):
+    """Each rank gets its own work directory: whatever rank 1 writes lands
+    in its own and is seen there. mmengine's LoggerHook dumps the test
+    metrics on every rank (two writers of one file when the directory is
+    shared); with RankZeroLoggerHook rank 1 writes nothing, not the metrics,
+    nor the --out predictions, the --show-dir pictures or the logs."""
+    worker = osp.join(osp.dirname(osp.abspath(__file__)),
+                      'per_rank_worker.py')
+    proc = subprocess.run([
+        sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',
+        f'--master_port={free_port()}', worker, 'tools/test.py',
+        MASK_RCNN_CONFIG, trained_mask_rcnn['checkpoint'], '--work-dir',
+        str(tmp_path / 'rank{rank}'), '--out',
+        str(tmp_path / 'rank{rank}' / 'predictions.pkl'), '--show-dir',
+        'painted', '--launcher', 'pytorch', '--cfg-options',
+        *trained_mask_rcnn['evaluate']
+    ], cwd=REPO_ROOT, env=synthetic_env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-8000:]
+    assert 'Epoch(test) [1/1]' in proc.stdout
+    written = files_under(tmp_path / 'rank0')
+    run = osp.basename(osp.dirname(next(p for p in written
+                                        if p.endswith('.log'))))
+    assert f'{run}/{run}.json' in written  # the metrics
+    assert 'predictions.pkl' in written
+    assert any(p.startswith(f'{run}/painted/') for p in written)
+    assert files_under(tmp_path / 'rank1') == []

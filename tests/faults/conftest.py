@@ -1,0 +1,28 @@
+"""Fixtures of the fault tests: the synthetic dataset and tool runs.
+
+The helpers of the detection tests (``detection_utils``) are shared."""
+import os.path as osp
+import sys
+
+import pytest
+
+TESTS = osp.dirname(osp.dirname(osp.abspath(__file__)))
+# pytest runs with --import-mode=importlib: put the helpers (these beside
+# this file and the detection tests') on sys.path.
+sys.path.insert(0, osp.join(TESTS, 'detection'))
+sys.path.insert(0, osp.join(TESTS, 'faults'))
+sys.path.insert(0, osp.dirname(TESTS))  # the generator lives in tools/
+
+from detection_utils import tool_env  # noqa: E402
+from tools.dataset_converters.synthetic_shapes import \
+    make_synthetic_coco  # noqa: E402
+
+
+@pytest.fixture(scope='session')
+def synthetic_env(tmp_path_factory):
+    """Tool environment whose test configs read a synthetic dataset of 8
+    training and 4 validation images of 128 pixels."""
+    root = str(tmp_path_factory.mktemp('synthetic_coco'))
+    make_synthetic_coco(
+        root, num_train=8, num_val=4, image_size=128, seed=0)
+    return tool_env(SYNTHETIC_COCO=root)
