@@ -39,14 +39,14 @@ Output in ``--out-dir``: ``results.json``, ``benchmark.md`` (tables) and
 slopes 1 and 2).
 
 The subprocesses, memory readings, idle wait and timing loop are those of
-``benchmark_harness.py``; on CUDA every pass is synchronised before and
+``benchmarks.harness``; on CUDA every pass is synchronised before and
 after it is timed.
 
 Examples:
-    python tools/analysis_tools/benchmark_backbone.py --modes fwd
-    python tools/analysis_tools/benchmark_backbone.py --device cuda \
+    python -m benchmarks.backbone --modes fwd
+    python -m benchmarks.backbone --device cuda \
         --models lf_tiny swin_t --sizes 800x1344 1600x2688
-    python tools/analysis_tools/benchmark_backbone.py --models lf_tiny \\
+    python -m benchmarks.backbone --models lf_tiny \\
         resnet50 --sizes 64x64 --repeat 1 --warmup 0 --out-dir /tmp/bench
 """
 from __future__ import annotations
@@ -56,17 +56,15 @@ import json
 import math
 import os
 import os.path as osp
-import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 # The zoo and the harness live next to this script.
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from backbone_zoo import LABELS, MODEL_ZOO, build_backbone  # noqa: E402
-from benchmark_harness import (current_rss_mb, peak_rss_mb,  # noqa: E402
+from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
+from benchmarks.harness import (current_rss_mb, peak_rss_mb,
                                run_in_subprocess, time_passes, wait_for_idle,
                                worker_main)
-from markdown_table import markdown_table  # noqa: E402
+from benchmarks.tables import markdown_table
 
 MODES = ('fwd', 'fwdbwd')
 # Environment of a case's subprocess per ``--allocators`` entry. glibc
@@ -244,7 +242,7 @@ def launch(spec: dict, timeout: float) -> dict:
     env = dict(OMP_NUM_THREADS=str(spec['threads']),
                MKL_NUM_THREADS=str(spec['threads']),
                **ALLOCATOR_ENV[spec.get('allocator', 'default')])
-    return run_in_subprocess(__file__, spec, timeout, env,
+    return run_in_subprocess('benchmarks.backbone', spec, timeout, env,
                              echo=bool(spec.get('profile')))
 
 

@@ -1,9 +1,10 @@
 """What every benchmark tool shares: cases in subprocesses, memory, timing.
 
 * :func:`run_in_subprocess` / :func:`worker_main`: one case per fresh Python
-  process (``SCRIPT --worker JSON`` prints ``RESULT <json>``), so one case's
-  allocations, caches and thread pools never affect another's, and a case
-  that runs out of time or memory is reported instead of ending the run.
+  process (``python -m benchmarks.NAME --worker JSON`` prints
+  ``RESULT <json>``), so one case's allocations, caches and thread pools
+  never affect another's, and a case that runs out of time or memory is
+  reported instead of ending the run.
 * :func:`current_rss_mb`, :func:`peak_rss_mb`: resident memory (Linux).
 * :func:`busy_cores`, :func:`wait_for_idle`: wait for a shared machine.
 * :func:`time_passes`: the one timing loop. A pass is a chain of phases
@@ -20,9 +21,10 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 RESULT_PREFIX = 'RESULT '
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ------------------------------------------------------------- subprocess
@@ -45,15 +47,18 @@ def worker_main(run_case: Callable[[dict], dict], spec_json: str) -> None:
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def run_in_subprocess(script: str,
+def run_in_subprocess(entry: Union[str, Sequence[str]],
                       spec: dict,
                       timeout: Optional[float] = None,
                       env: Optional[Dict[str, str]] = None,
                       echo: bool = False) -> dict:
-    """Run ``python script --worker JSON(spec)``; never raises for a case.
+    """Run ``python -m entry --worker JSON(spec)`` in the repository root;
+    never raises for a case.
 
     Args:
-        script (str): A tool whose ``--worker`` calls :func:`worker_main`.
+        entry (str | Sequence[str]): A module (``'benchmarks.backbone'``)
+            whose ``--worker`` calls :func:`worker_main`, or the
+            interpreter arguments that start one (``['-c', CODE]``).
         spec (dict): The case, passed as JSON.
         timeout (float, optional): Seconds before the case is killed.
         env (dict, optional): Variables added to this process's environment.
@@ -63,12 +68,13 @@ def run_in_subprocess(script: str,
         dict: The worker's result, or ``spec`` with ``status`` ``'timeout'``,
         ``'oom'`` (killed by SIGKILL) or ``'error'`` and a ``message``.
     """
-    cmd = [sys.executable, os.path.abspath(script), '--worker',
-           json.dumps(spec)]
+    start = ['-m', entry] if isinstance(entry, str) else list(entry)
+    cmd = [sys.executable, *start, '--worker', json.dumps(spec)]
     try:
+        # From the repository root, `python -m` finds the benchmarks package.
         proc = subprocess.run(
             cmd, capture_output=True, text=True, timeout=timeout,
-            env=dict(os.environ, **(env or {})))
+            cwd=REPO_ROOT, env=dict(os.environ, **(env or {})))
     except subprocess.TimeoutExpired:
         return dict(spec, status='timeout', message=f'> {timeout:g} s')
     if echo:

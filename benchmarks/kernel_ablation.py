@@ -18,7 +18,7 @@ Output in ``--work-dir``: one sub-folder per run, ``loss_curves.png``,
 ``ablation.md`` (AP table) and ``ablation.json``.
 
 Example:
-    python tools/analysis_tools/kernel_ablation.py --seeds 0 1 --epochs 4 \\
+    python -m benchmarks.kernel_ablation --seeds 0 1 --epochs 4 \\
         --work-dir work_dirs/kernel_ablation
 """
 from __future__ import annotations
@@ -33,12 +33,9 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
-# The log parser lives next to this script.
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from analyze_logs import load_scalars  # noqa: E402
-from markdown_table import markdown_table  # noqa: E402
+from benchmarks.harness import REPO_ROOT
+from benchmarks.tables import markdown_table
 
-REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 DEFAULT_CONFIG = 'configs/quickstart/mask_rcnn_lf_tiny_synthetic.py'
 ARMS: Dict[str, List[str]] = {
     'laplacian': ['model.backbone.attn_cfg.kernel=laplacian'],
@@ -91,7 +88,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def ensure_data(args: argparse.Namespace) -> None:
     """Generate the synthetic dataset unless a complete one of this image
     size and seed is there."""
-    sys.path.insert(0, REPO_ROOT)
+    # Importable as a namespace package: benchmarks run from the repo root.
     from tools.dataset_converters.synthetic_shapes import is_complete
     if is_complete(args.data, args.image_size, 0):
         return
@@ -142,6 +139,24 @@ def train(args: argparse.Namespace, arm: str, seed: int) -> float:
 
 
 # ------------------------------------------------------------- reporting
+def load_scalars(path: str) -> Dict[str, List[tuple]]:
+    """Series per key of an mmengine ``scalars.json``: ``key -> [(step,
+    value), ...]`` in file order. Training lines are indexed by their
+    ``iter``, validation lines (no ``iter``) by their ``step``."""
+    series: Dict[str, List[tuple]] = {}
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            step = record.get('iter', record.get('step'))
+            for key, value in record.items():
+                if isinstance(value, (int, float)) and key not in (
+                        'iter', 'step', 'epoch'):
+                    series.setdefault(key, []).append((step, float(value)))
+    return series
+
+
 def read_run(path: str) -> dict:
     """Loss curve ``[(iteration, loss), ...]`` and final :data:`METRICS`
     of one run (the last value logged of each)."""

@@ -1,8 +1,9 @@
 """Markdown table of params / FLOPs of the five variants as classifiers.
 
 Each ImageNet classifier of ``configs/imagenet`` (1000-class head, default
-attention settings) is built and traced by ``get_flops.py``'s counter
-(mmengine's ``FlopAnalyzer`` with handles for our ops), and its figures are
+attention settings) is built and traced by ``mmlaplacian.utils.flops``, the
+counter of ``tools/analysis_tools/get_flops.py`` (mmengine's
+``FlopAnalyzer`` with handles for our ops), and its figures are
 set beside those published for LaplacianFormer. A column leaves out the
 Newton–Schulz inverse (``iters · 2m³`` per head and block, independent of
 the image size). ``--verify`` also checks that the parameter count is
@@ -10,25 +11,21 @@ the image size). ``--verify`` also checks that the parameter count is
 and that the Newton–Schulz handle fired.
 
 Example:
-    python tools/analysis_tools/model_complexity_table.py --shape 224 224
+    python -m benchmarks.model_complexity --shape 224 224
 """
 from __future__ import annotations
 
 import argparse
 import os.path as osp
-import sys
 from typing import Dict, Optional, Sequence, Tuple
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from get_flops import build_model, count  # noqa: E402
-from markdown_table import markdown_table  # noqa: E402
-from model_flops import ModelFlops  # noqa: E402
+from mmlaplacian.engine import read_config
+from mmlaplacian.utils.flops import ModelFlops, build_model, count_config
 
-from mmlaplacian.engine import read_config  # noqa: E402
+from benchmarks.harness import REPO_ROOT
+from benchmarks.tables import markdown_table
 
-CONFIG_DIR = osp.join(
-    osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs',
-    'imagenet')
+CONFIG_DIR = osp.join(REPO_ROOT, 'configs', 'imagenet')
 
 ARCHS = ('tiny', 'small', 'medium', 'large', 'huge')
 # (params in M, GFLOPs) reported by the LaplacianFormer paper; None: not
@@ -62,7 +59,7 @@ def classifier_flops(arch: str, shape: Tuple[int, int],
             Newton–Schulz FLOPs were found.
     """
     cfg = read_config(osp.join(CONFIG_DIR, f'lf_{arch}_in1k.py'))
-    result, _ = count(cfg, shape)
+    result, _ = count_config(cfg, shape)
     if verify:
         model, _ = build_model(cfg)
         numel = sum(p.numel() for p in model.parameters())

@@ -10,10 +10,8 @@ Shortcuts name the backbone settings of the matching detection configs:
 from __future__ import annotations
 
 import os.path as osp
-import sys
 from typing import Dict, Optional
 
-REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 MODEL_ZOO: Dict[str, dict] = {
     'lf_tiny':
@@ -78,15 +76,8 @@ LABELS: Dict[str, str] = {
 }
 
 
-def _use_checkout() -> None:
-    """Import ``mmlaplacian`` from this checkout even when not installed."""
-    if REPO_ROOT not in sys.path:
-        sys.path.insert(0, REPO_ROOT)
-
-
 def _registry(scope: str):
     """The MODELS registry of ``scope`` (mmdet or mmpretrain)."""
-    _use_checkout()
     import mmlaplacian  # noqa: F401  (registers LaplacianFormer)
     from mmengine.registry import init_default_scope
     init_default_scope(scope)
@@ -112,7 +103,6 @@ def backbone_config(model: str,
         raise FileNotFoundError(
             f'{model!r} is neither a shortcut ({", ".join(MODEL_ZOO)}) nor '
             'a config file')
-    _use_checkout()
     from mmlaplacian.engine import read_config
     cfg = read_config(model, cfg_options)
     scope = cfg.get('default_scope', 'mmdet')

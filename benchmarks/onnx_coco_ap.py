@@ -8,7 +8,7 @@ masks pasted at the original image size, then both go through the config's
 evaluator (pycocotools COCO AP).
 
 Example:
-    python tools/deployment/evaluate_onnx.py \
+    python -m benchmarks.onnx_coco_ap \
         configs/quickstart/mask_rcnn_lf_tiny_synthetic.py CKPT model.onnx
 """
 import argparse
@@ -16,17 +16,15 @@ import os.path as osp
 import sys
 from typing import Sequence
 
-sys.path.insert(0,
-                osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+import torch
+import torch.nn.functional as F
+from mmengine.config import DictAction
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from mmengine.config import DictAction  # noqa: E402
+from mmlaplacian.deployment import (Detections, load_detector, ort_run,
+                                    ort_session, paste_masks)
+from mmlaplacian.engine import read_config
 
-from mmlaplacian.deployment import (  # noqa: E402
-    DetectionComparison, Detections, build_model, compare_detections, ort_run,
-    ort_session, paste_masks)
-from mmlaplacian.engine import read_config  # noqa: E402
+from benchmarks.onnx_compare import DetectionComparison, compare_detections
 
 
 def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
@@ -92,7 +90,7 @@ def main(argv: Sequence[str] = None) -> int:
 
     args = parse_args(argv)
     cfg = read_config(args.config, args.cfg_options)
-    model = build_model(cfg, args.checkpoint)
+    model = load_detector(cfg, args.checkpoint)
     loader = Runner.build_dataloader(cfg.test_dataloader)
     evaluators = {
         name: Evaluator(cfg.test_evaluator)

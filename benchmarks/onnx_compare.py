@@ -1,12 +1,15 @@
-"""Comparison of exported outputs with PyTorch: feature maps and
-postprocessed detections."""
+"""Comparison of exported outputs with PyTorch: feature maps, and
+postprocessed detections against mmdet's own ``inference_detector``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 import torch
+import torch.nn as nn
+
+from mmlaplacian.deployment import Detections
 
 # Feature maps (fp32): max |ORT - PyTorch| / max(1, max |PyTorch|).
 FEATURE_RTOL = 1e-4
@@ -58,61 +61,6 @@ def compare_features(ort_outputs: Sequence[np.ndarray],
         refs.append(float(np.abs(ref).max()))
     relative = max(d / max(1.0, r) for d, r in zip(diffs, refs))
     return FeatureComparison(diffs, refs, relative, relative <= rtol)
-
-
-@dataclass
-class Detections:
-    """One image's detections: boxes ``(n, 4)``, scores, labels and
-    optional full-image boolean masks ``(n, H, W)``."""
-    boxes: np.ndarray
-    scores: np.ndarray
-    labels: np.ndarray
-    masks: Optional[np.ndarray] = None
-
-    @classmethod
-    def from_instances(cls, instances) -> 'Detections':
-        """From mmdet's ``pred_instances``."""
-        masks = getattr(instances, 'masks', None)
-        return cls(instances.bboxes.detach().cpu().numpy(),
-                   instances.scores.detach().cpu().numpy(),
-                   instances.labels.detach().cpu().numpy(),
-                   None if masks is None else masks.detach().cpu().numpy())
-
-
-def paste_masks(probs: np.ndarray,
-                boxes: np.ndarray,
-                image_hw: Sequence[int],
-                threshold: float = 0.5) -> np.ndarray:
-    """Paste ``(n, M, M)`` mask probabilities into ``(n, H, W)`` boolean
-    image masks, as mmdet's ``FCNMaskHead`` does (``>= threshold``)."""
-    from mmdet.models.roi_heads.mask_heads.fcn_mask_head import \
-        _do_paste_mask
-
-    height, width = int(image_hw[0]), int(image_hw[1])
-    if len(probs) == 0:
-        return np.zeros((0, height, width), dtype=bool)
-    pasted, _ = _do_paste_mask(torch.from_numpy(probs)[:, None],
-                               torch.from_numpy(boxes).float(),
-                               height,
-                               width,
-                               skip_empty=False)
-    return (pasted >= threshold).numpy()
-
-
-def detections_from_ort(outputs: Sequence[np.ndarray],
-                        names: Sequence[str],
-                        image_hw: Sequence[int],
-                        mask_threshold: float = 0.5) -> Detections:
-    """The valid rows of the exported detector's outputs, masks pasted."""
-    named = dict(zip(names, outputs))
-    count = int(named['num_dets'])
-    boxes = named['boxes'][:count]
-    masks = None
-    if 'masks' in named:
-        masks = paste_masks(named['masks'][:count], boxes, image_hw,
-                            mask_threshold)
-    return Detections(boxes, named['scores'][:count], named['labels'][:count],
-                      masks)
 
 
 def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
@@ -211,3 +159,26 @@ def compare_detections(ort: Detections,
             result.mask_disagreement = max(result.mask_disagreement,
                                            float(differ / max(1, a.sum())))
     return result
+
+
+def mmdet_reference(detector: nn.Module, image: torch.Tensor) -> Detections:
+    """mmdet's ``inference_detector`` on the pixels the graph sees.
+
+    ``image`` is ``(1, 3, H, W)``, pixel values as the pipeline loads them.
+    The test pipeline is replaced by one that keeps the image as it is (a
+    resize to its own size sets ``scale_factor`` 1), so both runtimes see
+    the same input and report boxes in its pixels.
+    """
+    from mmcv.transforms import Compose
+    from mmdet.apis import inference_detector
+
+    height, width = image.shape[-2:]
+    pipeline = Compose([
+        dict(type='mmdet.LoadImageFromNDArray'),
+        dict(type='mmdet.Resize', scale=(width, height), keep_ratio=False),
+        dict(type='mmdet.PackDetInputs',
+             meta_keys=('img_id', 'img_shape', 'ori_shape', 'scale_factor'))
+    ])
+    pixels = image[0].permute(1, 2, 0).contiguous().numpy()
+    result = inference_detector(detector, pixels, test_pipeline=pipeline)
+    return Detections.from_instances(result.pred_instances)

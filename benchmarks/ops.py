@@ -21,13 +21,12 @@ add) per (i, j, c).
 
 Examples::
 
-    python tools/analysis_tools/benchmark_ops.py --threads 2 --markdown
-    python tools/analysis_tools/benchmark_ops.py --device cuda --markdown
+    python -m benchmarks.ops --threads 2 --markdown
+    python -m benchmarks.ops --device cuda --markdown
 """
 from __future__ import annotations
 
 import argparse
-import os.path as osp
 import random
 import statistics
 import sys
@@ -37,12 +36,9 @@ import torch
 
 # The harness lives next to this script; the repository root comes next so
 # that a source checkout runs without installing.
-sys.path.insert(0,
-                osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from benchmark_harness import (current_rss_mb, peak_rss_mb,  # noqa: E402
+from benchmarks.harness import (current_rss_mb, peak_rss_mb,
                                run_in_subprocess, time_passes, worker_main)
-from markdown_table import markdown_table  # noqa: E402
+from benchmarks.tables import markdown_table
 
 LAPLACE_SHAPES = [(4, 3136, 49, 32), (4, 66800, 49, 32), (4, 66800, 128, 32)]
 NS_SIZES = [49, 128, 256]
@@ -201,7 +197,7 @@ def run_newton_schulz_case(case: dict) -> dict:
 
 def run_isolated(case: dict) -> dict:
     """Run a case in a fresh interpreter so its peak RSS is its own."""
-    return run_in_subprocess(__file__, dict(case, subprocess=True))
+    return run_in_subprocess('benchmarks.ops', dict(case, subprocess=True))
 
 
 # ---------------------------------------------------------------- reports --

@@ -22,9 +22,9 @@ Without ``--checkpoint`` the weights are a random initialisation; the output
 says which.
 
 Examples:
-    python tools/analysis_tools/qk_distance.py --model lf_tiny \\
+    python -m benchmarks.qk_distance --model lf_tiny \\
         --images ../shared/data/coco_mini/val2017 --out-dir work_dirs/qk
-    python tools/analysis_tools/qk_distance.py \\
+    python -m benchmarks.qk_distance \\
         --config configs/quickstart/mask_rcnn_lf_tiny_synthetic.py \\
         --cfg-options model.backbone.attn_cfg.kernel=gaussian \\
         --checkpoint work_dirs/kernel_ablation/gaussian_seed0/epoch_2.pth \\
@@ -39,7 +39,6 @@ import math
 import os
 import os.path as osp
 import re
-import sys
 from collections import defaultdict
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -49,8 +48,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.config import DictAction
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from backbone_zoo import MODEL_ZOO, build_backbone  # noqa: E402
+from benchmarks.models import MODEL_ZOO, build_backbone
 
 IMAGE_EXTS = ('.jpg', '.jpeg', '.png', '.bmp')
 MEAN = np.array([123.675, 116.28, 103.53], dtype=np.float32)

@@ -1,6 +1,6 @@
 """Whole-segmentor forward time and memory, several models side by side.
 
-Each (model, size) case runs in its own process (``benchmark_harness``), and
+Each (model, size) case runs in its own process (``benchmarks.harness``), and
 the cases are interleaved round after round, so a slower or busier stretch
 of a shared machine falls on every model alike. A forward is timed in two
 phases: backbone + neck (``extract_feat``) and the decode head; the logits
@@ -13,7 +13,7 @@ FPN (mmseg's ``fpn_r50`` model with mmdet's PVTv2-b1 backbone, as in PVT's
 recipe; mmseg ships no PVT config), all with 150 ADE20K classes.
 
 Example:
-    python tools/analysis_tools/benchmark_segmentors.py \
+    python -m benchmarks.segmentors \
         --sizes 512x512 512x2048 --threads 2 --markdown
 """
 from __future__ import annotations
@@ -22,19 +22,15 @@ import argparse
 import json
 import os
 import os.path as osp
-import sys
 from typing import Dict, List, Sequence
 
-HERE = osp.dirname(osp.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, osp.dirname(osp.dirname(HERE)))
 
-from benchmark_harness import (busy_cores, peak_rss_mb,  # noqa: E402
+from benchmarks.harness import (busy_cores, peak_rss_mb,
                                run_in_subprocess, time_passes,
                                wait_for_idle, worker_main)
-from markdown_table import markdown_table  # noqa: E402
+from benchmarks.tables import markdown_table
 
-REPO_ROOT = osp.dirname(osp.dirname(HERE))
+REPO_ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 # name -> (config, extra overrides). PVTv2-b1: PVT's Semantic FPN.
 MODELS: Dict[str, tuple] = {
     'lf_tiny_fpn': (osp.join(REPO_ROOT, 'configs', 'sem_fpn',
@@ -165,7 +161,7 @@ def main(argv: Sequence[str] = None) -> None:
                 if args.wait_idle:
                     spec['busy_cores_before'] = round(
                         wait_for_idle(args.wait_idle, 0.3), 2)
-                result = run_in_subprocess(__file__, spec, args.timeout)
+                result = run_in_subprocess('benchmarks.segmentors', spec, args.timeout)
                 results.append(result)
                 print(json.dumps(result), flush=True)
     if args.json:

@@ -23,8 +23,8 @@ Cost per iteration: one Newton–Schulz step is two ``m × m × m`` matmuls; one
 CG step is one matmul plus vector work on the ``m`` columns.
 
 Example:
-    python tools/analysis_tools/solver_study.py --out-dir work_dirs/solver
-    python tools/analysis_tools/solver_study.py --conds 10 100 --iters 10 \\
+    python -m benchmarks.solver_study --out-dir work_dirs/solver
+    python -m benchmarks.solver_study --conds 10 100 --iters 10 \\
         --batch 4 --size 16 --out-dir /tmp/solver
 """
 from __future__ import annotations
@@ -34,7 +34,6 @@ import json
 import math
 import os
 import os.path as osp
-import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -42,13 +41,10 @@ import torch
 
 # The harness lives next to this script; the repository root comes next so
 # that a source checkout runs without installing.
-sys.path.insert(
-    0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from benchmark_harness import time_passes  # noqa: E402
-from markdown_table import markdown_table  # noqa: E402
+from benchmarks.harness import time_passes
+from benchmarks.tables import markdown_table
 
-from mmlaplacian.ops import newton_schulz_inverse  # noqa: E402
+from mmlaplacian.ops import newton_schulz_inverse
 from mmlaplacian.ops.reference import newton_schulz_initial_guess  # noqa
 
 NS_INITS = ('identity', 'transpose', 'soft')

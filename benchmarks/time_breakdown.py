@@ -23,9 +23,9 @@ Output in ``--out-dir``: ``breakdown.json``, ``breakdown.md`` and
 linearly keep their height from size to size).
 
 Examples:
-    python tools/analysis_tools/time_breakdown.py lf_tiny \\
+    python -m benchmarks.time_breakdown lf_tiny \\
         --sizes 800x1344 1600x2688 --threads 2
-    python tools/analysis_tools/time_breakdown.py swin_t --depth 4
+    python -m benchmarks.time_breakdown swin_t --depth 4
 """
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ import json
 import os
 import os.path as osp
 import statistics
-import sys
 import time
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -42,11 +41,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.nn as nn
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from backbone_zoo import build_backbone  # noqa: E402
-from benchmark_backbone import parse_size  # noqa: E402
-from benchmark_harness import time_passes  # noqa: E402
-from markdown_table import markdown_table  # noqa: E402
+from benchmarks.models import build_backbone
+from benchmarks.backbone import parse_size
+from benchmarks.harness import time_passes
+from benchmarks.tables import markdown_table
 
 REST = '(rest)'
 SMALL = '(parts under 1% each)'

@@ -18,3 +18,6 @@ if importlib.util.find_spec('mmengine') is not None:
     from . import datasets  # noqa: E402,F401
     from .models import LaplacianAttention, LaplacianFormer  # noqa: E402
     __all__ += ['LaplacianFormer', 'LaplacianAttention']
+    # timm.create_model('laplacianformer_tiny', ...) once timm is present.
+    if importlib.util.find_spec('timm') is not None:
+        from .adapters import timm_models  # noqa: E402,F401

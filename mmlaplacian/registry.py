@@ -1,24 +1,59 @@
 """Registries of mmlaplacian, and registration into mmdet, mmpretrain and
 mmseg.
 
-``MODELS`` is a child of mmengine's root model registry with scope
+Each registry is a child of mmengine's root registry of its kind with scope
 ``mmlaplacian``, so configs of any OpenMMLab package can say
-``type='mmlaplacian.LaplacianFormer'``. The backbone is also registered in
-mmdet's, mmpretrain's and mmseg's ``MODELS`` (when they are installed) so
-that plain ``type='LaplacianFormer'`` works under their default scopes.
-Only the packages' ``registry`` modules are imported, never their models.
+``type='mmlaplacian.LaplacianFormer'`` (likewise the hooks, the optimiser
+wrapper, the datasets and transforms); nothing is written into mmengine's
+root registries. What the configs name without a scope is also registered
+in mmdet's, mmpretrain's and mmseg's registries of the same kind (when they
+are installed), so that plain ``type='LaplacianFormer'`` or
+``type='FiniteCheckHook'`` works under their default scopes. Only the
+packages' ``registry`` modules are imported, never their models.
 """
 import importlib
 from typing import Callable, Optional, Sequence
 
+from mmengine.registry import DATASETS as MMENGINE_DATASETS
+from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
+from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import Registry
 
+SCOPE = 'mmlaplacian'
 MODELS = Registry(
     'model',
     parent=MMENGINE_MODELS,
-    scope='mmlaplacian',
+    scope=SCOPE,
     locations=['mmlaplacian.models'])
+HOOKS = Registry(
+    'hook', parent=MMENGINE_HOOKS, scope=SCOPE,
+    locations=['mmlaplacian.engine'])
+OPTIM_WRAPPERS = Registry(
+    'optim_wrapper', parent=MMENGINE_OPTIM_WRAPPERS, scope=SCOPE,
+    locations=['mmlaplacian.engine'])
+DATASETS = Registry(
+    'dataset', parent=MMENGINE_DATASETS, scope=SCOPE,
+    locations=['mmlaplacian.datasets'])
+TRANSFORMS = Registry(
+    'transform', parent=MMENGINE_TRANSFORMS, scope=SCOPE,
+    locations=['mmlaplacian.datasets'])
+
+
+def register(registry: Registry,
+             registry_name: str,
+             packages: Sequence[str] = None) -> Callable:
+    """Class decorator: register in our ``registry`` and in the downstream
+    packages' registries named ``registry_name`` (see
+    :func:`register_downstream`)."""
+
+    def decorator(module_cls: Callable) -> Callable:
+        registry.register_module(module=module_cls)
+        return register_downstream(module_cls, registry_name,
+                                   packages or DOWNSTREAM_REGISTRIES)
+
+    return decorator
 
 DOWNSTREAM_REGISTRIES = ('mmdet.registry', 'mmpretrain.registry',
                          'mmseg.registry')
@@ -47,7 +82,7 @@ def register_downstream(module_cls: Callable,
         try:
             registry = getattr(
                 importlib.import_module(module_name), registry_name)
-        except ImportError:
+        except (ImportError, AttributeError):  # not installed, or no such
             continue
         # module_dict, not get(): get() would import the whole package.
         if registry.module_dict.get(name) is not module_cls:

@@ -18,18 +18,14 @@ def repo_root() -> str:
 
 @pytest.fixture(scope='session')
 def load_script():
-    """``load_script('tools/x/y.py')`` imports a repository script.
-
-    The script's folder goes on ``sys.path`` (for its sibling imports, such
-    as ``backbone_zoo``), and the module into ``sys.modules`` (dataclasses
-    look their module up there).
+    """``load_script('tools/x/y.py')`` imports a repository script by its
+    path (scripts import ``mmlaplacian`` only, never their siblings), and
+    the module into ``sys.modules`` (dataclasses look their module up
+    there).
     """
 
     def load(relpath: str) -> ModuleType:
         path = osp.join(REPO_ROOT, relpath)
-        folder = osp.dirname(path)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
         name = relpath[:-len('.py')].replace('/', '_')
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)

@@ -50,8 +50,15 @@ step "3/4 COCO evaluation of $checkpoint"
 "$PY" tools/test.py "$CONFIG" "$checkpoint" --work-dir "$WORK_DIR"
 
 step "4/4 predictions drawn -> $VIS_DIR"
-"$PY" tools/demo/image_demo.py "$SYNTHETIC_COCO/val" "$CONFIG" \
-  "$checkpoint" --out-dir "$VIS_DIR" --max-images 6 --score-thr 0.5
+# mmdet's own inferencer: the config's custom_imports load mmlaplacian.
+"$PY" - "$SYNTHETIC_COCO/val" "$CONFIG" "$checkpoint" "$VIS_DIR" <<'PYEOF'
+import glob, sys
+from mmdet.apis import DetInferencer
+images, config, checkpoint, out_dir = sys.argv[1:]
+DetInferencer(model=config, weights=checkpoint, device='cpu')(
+    sorted(glob.glob(f'{images}/*.jpg'))[:6], out_dir=out_dir,
+    pred_score_thr=0.5, no_save_pred=True)
+PYEOF
 
 metrics=$(ls -t "$WORK_DIR"/*/*.json | head -n 1)
 step "done in $(($(date +%s) - start)) s"
@@ -66,9 +73,8 @@ cat <<EOF
 checkpoint   $checkpoint
 metrics      $metrics
 logs         $WORK_DIR/<timestamp>/ (text log, vis_data/scalars.json)
-predictions  $VIS_DIR/
+predictions  $VIS_DIR/vis/
 dataset      $SYNTHETIC_COCO/
-loss curve   $PY tools/analysis_tools/analyze_logs.py plot_curve \\
-               $WORK_DIR/*/vis_data/scalars.json --keys loss \\
-               --out $WORK_DIR/loss.png
+loss curve   mmdet's analyze_logs.py (README, Tools) on
+               $WORK_DIR/*/vis_data/scalars.json
 EOF

@@ -3,12 +3,12 @@
 The synthetic-data generators are tools: ``tools/dataset_converters/``.
 
 - Detection: the COCO annotation checks and ``CheckedCocoDataset``, the
-  ``CocoDataset`` that applies them (registered in mmdet's ``DATASETS``).
+  ``CocoDataset`` that applies them (in our ``DATASETS`` and mmdet's).
 - Semantic segmentation: the label-map checks, the ``CheckLabelMap``
-  transform and ``LabelMapDataset``, registered in mmseg's registries here;
+  transform and ``LabelMapDataset``, in our registries and mmseg's;
   the dataset module itself is imported only when a config builds it.
 """
-from mmlaplacian.registry import register_downstream
+from mmlaplacian.registry import DATASETS, TRANSFORMS, register_downstream
 
 from .check_label_map import CheckLabelMap
 from .checked_coco import CheckedCocoDataset, SmallImagesWarning
@@ -26,7 +26,9 @@ def build_label_map_dataset(*args, **kwargs):
 
 
 _MMSEG = ('mmseg.registry', )
+TRANSFORMS.register_module(module=CheckLabelMap)
 register_downstream(CheckLabelMap, 'TRANSFORMS', _MMSEG)
+DATASETS.register_module(name='LabelMapDataset', module=build_label_map_dataset)
 register_downstream(
     build_label_map_dataset, 'DATASETS', _MMSEG, name='LabelMapDataset')
 

@@ -6,9 +6,10 @@ import warnings
 from typing import List
 
 from mmdet.datasets import CocoDataset
-from mmdet.registry import DATASETS
 from mmengine.fileio import get_local_path
 from mmengine.logging import print_log
+
+from mmlaplacian.registry import DATASETS, register
 
 from .coco_checks import (CocoClassesWarning, class_mismatch,
                           read_coco_annotations)
@@ -19,7 +20,7 @@ class SmallImagesWarning(UserWarning):
     """Training images left out for being under ``filter_cfg.min_size``."""
 
 
-@DATASETS.register_module()
+@register(DATASETS, 'DATASETS', ('mmdet.registry', ))
 class CheckedCocoDataset(CocoDataset):
     """``CocoDataset`` that checks its annotation file and its classes.
 

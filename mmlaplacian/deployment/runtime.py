@@ -1,11 +1,9 @@
-"""Running an exported model in onnxruntime (CPU), and timing both
-runtimes the same way."""
+"""Running an exported model in onnxruntime (CPU): the session, its input
+and its detections in image pixels."""
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass
-from typing import Callable, List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -20,7 +18,7 @@ def ort_session(path: str, num_threads: int = 0, arena: bool = True):
             both runtimes get the same cores.
         arena (bool): onnxruntime's CPU memory arena. It keeps freed blocks
             and grows by doubling: off, the LaplacianFormer-T backbone's
-            peak at 800x1344 halved at equal latency in our measurement.
+            peak at 800x1344 halves at equal latency (docs/deployment.md).
     """
     import onnxruntime as ort
 
@@ -42,41 +40,76 @@ def ort_run(session, image: torch.Tensor) -> List[np.ndarray]:
     return session.run(None, {name: image.detach().cpu().numpy()})
 
 
+def graph_input(shape: Sequence[int],
+                detector: bool,
+                image_path: Optional[str] = None) -> torch.Tensor:
+    """``(1, 3, H, W)`` for an exported graph: pixels as the pipeline loads
+    them (detectors) or a normalised-like tensor (backbones), from
+    ``image_path`` resized to ``shape`` or seeded random values."""
+    height, width = shape
+    if image_path:
+        import mmcv
+        pixels = mmcv.imresize(mmcv.imread(image_path), (width, height))
+        image = torch.from_numpy(pixels).permute(2, 0, 1)[None].float()
+        if not detector:
+            image = (image - image.mean()) / image.std().clamp_min(1e-6)
+        return image
+    generator = torch.Generator().manual_seed(0)
+    if detector:
+        return torch.rand(1, 3, height, width, generator=generator) * 255
+    return torch.randn(1, 3, height, width, generator=generator)
+
+
 @dataclass
-class Latency:
-    """Wall-clock seconds per call: median and minimum of ``runs``."""
-    median: float
-    minimum: float
-    runs: int
+class Detections:
+    """One image's detections: boxes ``(n, 4)``, scores, labels and
+    optional full-image boolean masks ``(n, H, W)``."""
+    boxes: np.ndarray
+    scores: np.ndarray
+    labels: np.ndarray
+    masks: Optional[np.ndarray] = None
+
+    @classmethod
+    def from_instances(cls, instances) -> 'Detections':
+        """From mmdet's ``pred_instances``."""
+        masks = getattr(instances, 'masks', None)
+        return cls(instances.bboxes.detach().cpu().numpy(),
+                   instances.scores.detach().cpu().numpy(),
+                   instances.labels.detach().cpu().numpy(),
+                   None if masks is None else masks.detach().cpu().numpy())
 
 
-def time_calls(fn: Callable[[], object],
-               runs: int = 3,
-               warmup: int = 1) -> Latency:
-    """Time ``fn()`` ``runs`` times after ``warmup`` untimed calls."""
-    return time_interleaved([fn], runs, warmup)[0]
+def paste_masks(probs: np.ndarray,
+                boxes: np.ndarray,
+                image_hw: Sequence[int],
+                threshold: float = 0.5) -> np.ndarray:
+    """Paste ``(n, M, M)`` mask probabilities into ``(n, H, W)`` boolean
+    image masks, as mmdet's ``FCNMaskHead`` does (``>= threshold``)."""
+    from mmdet.models.roi_heads.mask_heads.fcn_mask_head import \
+        _do_paste_mask
+
+    height, width = int(image_hw[0]), int(image_hw[1])
+    if len(probs) == 0:
+        return np.zeros((0, height, width), dtype=bool)
+    pasted, _ = _do_paste_mask(torch.from_numpy(probs)[:, None],
+                               torch.from_numpy(boxes).float(),
+                               height,
+                               width,
+                               skip_empty=False)
+    return (pasted >= threshold).numpy()
 
 
-def output_shapes(outputs: Sequence[np.ndarray]) -> List[tuple]:
-    return [tuple(out.shape) for out in outputs]
-
-
-def time_interleaved(fns: Sequence[Callable[[], object]],
-                     runs: int = 3,
-                     warmup: int = 1) -> List[Latency]:
-    """Time several callables in turns (``a, b, a, b, ...``), so that a
-    change of load on a shared machine hits each of them alike.
-
-    Returns:
-        list[Latency]: One per callable, in order.
-    """
-    for _ in range(warmup):
-        for fn in fns:
-            fn()
-    times: List[List[float]] = [[] for _ in fns]
-    for _ in range(runs):
-        for fn, spent in zip(fns, times):
-            start = time.perf_counter()
-            fn()
-            spent.append(time.perf_counter() - start)
-    return [Latency(statistics.median(t), min(t), runs) for t in times]
+def detections_from_ort(outputs: Sequence[np.ndarray],
+                        names: Sequence[str],
+                        image_hw: Sequence[int],
+                        mask_threshold: float = 0.5) -> Detections:
+    """The valid rows of the exported detector's outputs, masks pasted."""
+    named = dict(zip(names, outputs))
+    count = int(named['num_dets'])
+    boxes = named['boxes'][:count]
+    masks = None
+    if 'masks' in named:
+        masks = paste_masks(named['masks'][:count], boxes, image_hw,
+                            mask_threshold)
+    return Detections(boxes, named['scores'][:count], named['labels'][:count],
+                      masks)

@@ -25,7 +25,8 @@ from typing import List, Optional
 from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.logging import print_log
-from mmengine.registry import HOOKS
+
+from mmlaplacian.registry import HOOKS, register
 
 from .atomic_files import ATOMIC_BACKEND, atomic_write, leftover_temporaries
 
@@ -63,7 +64,7 @@ def _read_last_checkpoint(work_dir: str) -> Optional[str]:
         return f.read().strip() or None
 
 
-@HOOKS.register_module(force=True)
+@register(HOOKS, 'HOOKS')
 class AtomicCheckpointHook(CheckpointHook):
     """mmengine's ``CheckpointHook`` with atomic, ordered writes.
 

@@ -16,10 +16,11 @@ import torch.nn as nn
 from mmengine.config import Config
 from mmengine.model import is_model_wrapper
 from mmengine.optim import OptimWrapper
-from mmengine.registry import OPTIM_WRAPPERS
+
+from mmlaplacian.registry import OPTIM_WRAPPERS, register
 
 
-@OPTIM_WRAPPERS.register_module(force=True)
+@register(OPTIM_WRAPPERS, 'OPTIM_WRAPPERS')
 class CPUAutocastOptimWrapper(OptimWrapper):
     """``OptimWrapper`` that runs parts of the model under CPU bf16 autocast.
 

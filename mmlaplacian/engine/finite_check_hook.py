@@ -12,12 +12,13 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 from mmengine.hooks import Hook
-from mmengine.registry import HOOKS
+
+from mmlaplacian.registry import HOOKS, register
 
 DataBatch = Optional[Dict[str, Any]]
 
 
-@HOOKS.register_module(force=True)
+@register(HOOKS, 'HOOKS')
 class FiniteCheckHook(Hook):
     """Raise at the first empty batch, non-finite input or non-finite loss.
 

@@ -21,10 +21,11 @@ from typing import Dict, Optional
 
 from mmengine.dist import is_main_process
 from mmengine.hooks import LoggerHook
-from mmengine.registry import HOOKS
+
+from mmlaplacian.registry import HOOKS, register
 
 
-@HOOKS.register_module(force=True)
+@register(HOOKS, 'HOOKS')
 class RankZeroLoggerHook(LoggerHook):
     """mmengine's ``LoggerHook``, with the test-metrics file and the copy to
     ``out_dir`` written by rank 0 alone. Takes the same arguments."""

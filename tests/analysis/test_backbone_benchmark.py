@@ -1,5 +1,7 @@
-"""benchmark_backbone.py: one tiny case per model, each in a subprocess."""
+"""benchmarks.backbone: one tiny case per model, each in a subprocess."""
 import pytest
+
+from benchmarks import backbone as tool
 
 
 def params_m(tool, model):
@@ -7,8 +9,7 @@ def params_m(tool, model):
     return sum(p.numel() for p in built.parameters()) / 1e6
 
 
-def test_small_cases(load_tool, tmp_path, capsys):
-    tool = load_tool('benchmark_backbone')
+def test_small_cases(tmp_path, capsys):
     results = tool.main([
         '--models', 'resnet50', '--sizes', '64x64', '256x256', '--modes',
         'fwd', '--device', 'cpu', '--repeat', '2', '--warmup', '1',
@@ -28,16 +29,14 @@ def test_small_cases(load_tool, tmp_path, capsys):
         assert (tmp_path / name).stat().st_size > 0
 
 
-def test_failing_case_is_reported_not_raised(load_tool):
-    tool = load_tool('benchmark_backbone')
+def test_failing_case_is_reported_not_raised():
     spec = dict(model='lf_tiny', size=[64, 64], mode='fwd', device='cpu',
                 threads=1, repeat=1, warmup=0, case_budget=1., profile=False)
     result = tool.launch(spec, timeout=0.01)
     assert result['status'] == 'timeout'
 
 
-def test_allocators_run_side_by_side(load_tool, tmp_path, capsys):
-    tool = load_tool('benchmark_backbone')
+def test_allocators_run_side_by_side(tmp_path, capsys):
     results = tool.main([
         '--models', 'lf_tiny', '--sizes', '64x64', '--modes', 'fwd',
         '--devices', 'cpu', '--repeat', '1', '--warmup', '0', '--threads',
@@ -51,8 +50,7 @@ def test_allocators_run_side_by_side(load_tool, tmp_path, capsys):
     assert tool.series_label(dict(model='lf_tiny')) == 'LaplacianFormer-T'
 
 
-def test_unknown_allocator_is_refused(load_tool, capsys):
-    tool = load_tool('benchmark_backbone')
+def test_unknown_allocator_is_refused(capsys):
     with pytest.raises(SystemExit):
         tool.parse_args(['--allocators', 'jemalloc'])
     assert "unknown allocators ['jemalloc']" in capsys.readouterr().err

@@ -11,9 +11,14 @@ import pytest
 import torch
 import torch.nn as nn
 
+from mmengine.config import Config
+
 from mmlaplacian.models import LaplacianFormer
 from mmlaplacian.models.layers import LaplacianAttention, SoftmaxAttention
 from mmlaplacian.ops import laplace_kernel, newton_schulz_inverse
+from mmlaplacian.utils import flops as flops_module
+
+from benchmarks import model_complexity
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_CFG = ROOT / 'configs/imagenet/lf_tiny_in1k.py'
@@ -21,8 +26,13 @@ NS_MACS = 40  # 20 Newton–Schulz steps of 2 m×m×m products
 
 
 @pytest.fixture(scope='module')
-def flops(load_tool):
-    return load_tool('model_flops')
+def flops():
+    return flops_module
+
+
+@pytest.fixture(scope='module')
+def get_flops(load_script):
+    return load_script('tools/analysis_tools/get_flops.py')
 
 
 class Call(nn.Module):
@@ -200,9 +210,8 @@ def test_attention_is_linear_in_tokens_stage4_is_not(flops):
     assert large['softmax_attention'] == 16 * small['softmax_attention']
 
 
-def test_get_flops_tool_on_the_classifier(load_tool, capsys):
-    tool = load_tool('get_flops')
-    result = tool.main([str(TINY_CFG), '--shape', '224'])
+def test_get_flops_tool_on_the_classifier(get_flops, capsys):
+    result = get_flops.main([str(TINY_CFG), '--shape', '224'])
     # 224 -> 7×7 at stage 4 (512 channels): pooling 512·49, head 512·1000.
     assert result.flops_by_module['neck'] == 512 * 7 * 7
     assert result.flops_by_module['head'] == 512 * 1000
@@ -216,16 +225,15 @@ def test_get_flops_tool_on_the_classifier(load_tool, capsys):
     assert 'newton_schulz 0.188' in out
 
 
-def test_get_flops_tool_on_a_detector(load_tool, flops, capsys):
+def test_get_flops_tool_on_a_detector(get_flops, flops, capsys):
     pytest.importorskip('mmdet')
     config = ROOT / 'configs/retinanet/lf_tiny_1x.py'
-    tool = load_tool('get_flops')
-    result = tool.main([str(config), '--shape', '120', '150'])
+    result = get_flops.main([str(config), '--shape', '120', '150'])
     assert 'input 1x3x128x160' in capsys.readouterr().out  # padded to 32
     assert set(result.flops_by_module) == {
         'data_preprocessor', 'backbone', 'neck', 'bbox_head'}
     # The backbone alone, built from the config's settings, counts the same.
-    backbone_cfg = tool.Config.fromfile(str(config)).model.backbone
+    backbone_cfg = Config.fromfile(str(config)).model.backbone
     backbone_cfg.pop('type')
     backbone_cfg.pop('init_cfg', None)
     backbone = LaplacianFormer(**backbone_cfg).eval()
@@ -234,8 +242,8 @@ def test_get_flops_tool_on_a_detector(load_tool, flops, capsys):
     assert result.flops > alone.flops
 
 
-def test_complexity_table_tool(load_tool):
-    tool = load_tool('model_complexity_table')
+def test_complexity_table_tool():
+    tool = model_complexity
     table = tool.make_table((224, 224), verify=True, archs=('tiny', ))
     row = [line for line in table.splitlines() if line.startswith('| tiny')]
     cells = [c.strip() for c in row[0].strip('|').split('|')]

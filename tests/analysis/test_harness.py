@@ -1,6 +1,5 @@
-"""benchmark_harness.py: timing, memory and subprocess cases that can be
+"""benchmarks.harness: timing, memory and subprocess cases that can be
 checked against known work, known allocations and known failures."""
-import os.path as osp
 import subprocess
 import sys
 import textwrap
@@ -9,13 +8,10 @@ import time
 import pytest
 import torch
 
-
-@pytest.fixture(scope='module')
-def harness(load_tool):
-    return load_tool('benchmark_harness')
+from benchmarks import harness
 
 
-def test_twice_the_work_takes_twice_the_cpu_time(harness):
+def test_twice_the_work_takes_twice_the_cpu_time():
     a = torch.randn(256, 256)
 
     def work(steps):
@@ -37,7 +33,7 @@ def test_twice_the_work_takes_twice_the_cpu_time(harness):
     assert 1.6 < ratio < 2.5, (once, twice)
 
 
-def test_phases_chain_and_are_timed_apart(harness):
+def test_phases_chain_and_are_timed_apart():
     seen = []
     times = harness.time_passes(
         [lambda: 21, lambda value: seen.append(value * 2) or time.sleep(0.05)],
@@ -50,23 +46,21 @@ def test_phases_chain_and_are_timed_apart(harness):
 
 
 RSS_SCRIPT = """
-import sys
-sys.path.insert(0, {tools!r})
 import torch
-from benchmark_harness import current_rss_mb, peak_rss_mb
+from benchmarks.harness import current_rss_mb, peak_rss_mb
 before = current_rss_mb()
 block = torch.ones(64 * 2**20 // 4)  # 64 MB, every page written
 print(current_rss_mb() - before, peak_rss_mb() - current_rss_mb())
 """
 
 
-def test_rss_sees_a_known_allocation(harness):
+def test_rss_sees_a_known_allocation():
     """Measured in a fresh process: a long-lived one (a pytest worker) may
     get the block from pages that are resident already."""
-    script = RSS_SCRIPT.format(tools=osp.dirname(harness.__file__))
-    proc = subprocess.run([sys.executable, '-c', script],
+    proc = subprocess.run([sys.executable, '-c', RSS_SCRIPT],
                           capture_output=True,
                           text=True,
+                          cwd=harness.REPO_ROOT,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     grown, peak_over_current = map(float, proc.stdout.split())
@@ -74,12 +68,12 @@ def test_rss_sees_a_known_allocation(harness):
     assert peak_over_current >= -1
 
 
+# A case worker run as `python -c` from the repository root.
 WORKER = '''
 import os
 import sys
 import time
-sys.path.insert(0, {tools!r})
-from benchmark_harness import current_rss_mb, peak_rss_mb, worker_main
+from benchmarks.harness import current_rss_mb, peak_rss_mb, worker_main
 
 
 def run_case(spec):
@@ -99,14 +93,11 @@ if __name__ == '__main__':
 
 
 @pytest.fixture(scope='module')
-def worker(harness, tmp_path_factory):
-    path = tmp_path_factory.mktemp('harness') / 'worker.py'
-    path.write_text(
-        textwrap.dedent(WORKER).format(tools=osp.dirname(harness.__file__)))
-    return str(path)
+def worker():
+    return ['-c', textwrap.dedent(WORKER)]
 
 
-def test_subprocess_cases_measure_their_own_memory(harness, worker):
+def test_subprocess_cases_measure_their_own_memory(worker):
     small, large = (harness.run_in_subprocess(
         worker, dict(kind='alloc', mb=mb), env=dict(HARNESS_TEST='on'))
                     for mb in (40, 160))
@@ -115,7 +106,7 @@ def test_subprocess_cases_measure_their_own_memory(harness, worker):
     assert 36 < small['delta'] < 48 and 150 < large['delta'] < 172
 
 
-def test_failing_cases_are_reported(harness, worker):
+def test_failing_cases_are_reported(worker):
     failed = harness.run_in_subprocess(worker, dict(kind='fail'))
     assert failed['status'] == 'error'
     assert failed['message'] == 'broken case'

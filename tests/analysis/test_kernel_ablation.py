@@ -1,5 +1,7 @@
-"""kernel_ablation.py --report-only on hand-written mmengine scalar logs."""
+"""benchmarks.kernel_ablation --report-only on hand-written scalar logs."""
 import json
+
+from benchmarks import kernel_ablation as tool
 
 
 def write_run(work_dir, arm, seed, box_ap):
@@ -12,11 +14,10 @@ def write_run(work_dir, arm, seed, box_ap):
         '\n'.join(json.dumps(line) for line in lines) + '\n')
 
 
-def test_report_only(load_tool, tmp_path, capsys):
+def test_report_only(tmp_path, capsys):
     for seed in (0, 1):
         for arm, box_ap in (('laplacian', 0.2), ('softmax', 0.1)):
             write_run(tmp_path, arm, seed, box_ap)
-    tool = load_tool('kernel_ablation')
     runs = tool.main([
         '--report-only', '--seeds', '0', '1', '--arms', 'laplacian',
         'softmax', '--work-dir', str(tmp_path)
@@ -28,7 +29,7 @@ def test_report_only(load_tool, tmp_path, capsys):
     assert (tmp_path / 'loss_curves.png').stat().st_size > 1000
 
 
-def test_read_run_keeps_training_loss_and_last_metrics(load_tool, tmp_path):
+def test_read_run_keeps_training_loss_and_last_metrics(tmp_path):
     """mmengine's layout: training lines by ``iter``, validation by ``step``.
 
     The curve holds the training losses only, and each metric is its last
@@ -47,7 +48,7 @@ def test_read_run_keeps_training_loss_and_last_metrics(load_tool, tmp_path):
     path = tmp_path / 'scalars.json'
     lines = [train(5, 2.5), val(1, 0.1, 0.3), train(10, 2.0), val(2, 0.2, 0)]
     path.write_text('\n'.join(json.dumps(line) for line in lines) + '\n')
-    run = load_tool('kernel_ablation').read_run(str(path))
+    run = tool.read_run(str(path))
     assert run['curve'] == [(5, 2.5), (10, 2.0)]
     assert run['metrics'] == {
         'coco/bbox_mAP': 0.2, 'coco/bbox_mAP_50': 0.4, 'coco/segm_mAP': 0.1,

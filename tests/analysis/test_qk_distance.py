@@ -1,10 +1,12 @@
-"""qk_distance.py: sampled pairs against distances known or computed in
+"""benchmarks.qk_distance: sampled pairs against distances known or computed in
 full."""
 import json
 
 import numpy as np
 import pytest
 import torch
+
+from benchmarks import qk_distance as tool
 
 
 def write_images(folder, count=2):
@@ -16,11 +18,10 @@ def write_images(folder, count=2):
         cv2.imwrite(str(folder / f'{index}.png'), img)
 
 
-def test_lf_tiny_random_weights(load_tool, tmp_path, capsys):
+def test_lf_tiny_random_weights(tmp_path, capsys):
     images = tmp_path / 'images'
     images.mkdir()
     write_images(images)
-    tool = load_tool('qk_distance')
     report = tool.main([
         '--model', 'lf_tiny', '--images', str(images), '--short-side', '64',
         '--size-divisor', '32',
@@ -54,8 +55,7 @@ def grid_tokens(batch, tokens, heads):
     return out.reshape(batch, tokens, heads * 3)
 
 
-def test_pairs_share_image_and_head_and_skip_self_pairs(load_tool):
-    tool = load_tool('qk_distance')
+def test_pairs_share_image_and_head_and_skip_self_pairs():
     sampler = tool.PairSampler(20000, torch.Generator().manual_seed(0))
     q = grid_tokens(2, 40, 3)
     sampler.add(0, q, q, num_heads=3)  # shared keys: k is q
@@ -67,10 +67,9 @@ def test_pairs_share_image_and_head_and_skip_self_pairs(load_tool):
     np.testing.assert_allclose(sq, l1**2, rtol=1e-6)
 
 
-def test_sampled_median_matches_all_pairs(load_tool):
+def test_sampled_median_matches_all_pairs():
     """Stage 1 of LaplacianFormer-T: the sampled ℓ1 median equals the
     median over every (query, key) pair of the projected tokens."""
-    tool = load_tool('qk_distance')
     torch.manual_seed(0)
     model = tool.build_backbone('lf_tiny')
     sampler = tool.PairSampler(8192, torch.Generator().manual_seed(0))
@@ -90,8 +89,7 @@ def test_sampled_median_matches_all_pairs(load_tool):
     assert sampled == pytest.approx(exact, rel=0.04)
 
 
-def test_tail_stats_of_a_half_normal(load_tool):
-    tool = load_tool('qk_distance')
+def test_tail_stats_of_a_half_normal():
     values = np.abs(np.random.default_rng(0).normal(size=400000))
     stats = tool.tail_stats(values)
     # Half-normal: p99/p50 = 2.576 / 0.674, excess kurtosis 0.869.

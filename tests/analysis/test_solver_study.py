@@ -1,9 +1,10 @@
-"""solver_study.py on a tiny grid: residual traces, table and plot."""
+"""benchmarks.solver_study on a tiny grid: residual traces, table and plot."""
 import os.path as osp
 
+from benchmarks import solver_study as tool
 
-def test_tiny_grid(load_tool, tmp_path, capsys):
-    tool = load_tool('solver_study')
+
+def test_tiny_grid(tmp_path, capsys):
     tool.main([
         '--conds', '10', '100', '--size', '12', '--dim', '8', '--batch',
         '3', '--iters', '25', '--ns-iters', '20', '--repeat', '1',
@@ -15,9 +16,8 @@ def test_tiny_grid(load_tool, tmp_path, capsys):
     assert (tmp_path / 'solver_study.md').read_text().count('\n|') > 8
 
 
-def test_solvers_converge_on_spd_laplacian_matrices(load_tool):
+def test_solvers_converge_on_spd_laplacian_matrices():
     import torch
-    tool = load_tool('solver_study')
     points = torch.randn(4, 16, 8, dtype=torch.float64,
                          generator=torch.Generator().manual_seed(0))
     lam = tool.lambda_for_cond(points, 100., eps=1e-3)

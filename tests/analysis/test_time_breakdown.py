@@ -1,11 +1,12 @@
-"""time_breakdown.py: per-module forward time against input size."""
+"""benchmarks.time_breakdown: per-module forward time against input size."""
 import json
 
 import pytest
 
+from benchmarks import time_breakdown as tool
 
-def test_block_index_is_dropped(load_tool):
-    tool = load_tool('time_breakdown')
+
+def test_block_index_is_dropped():
     assert tool.group_name('stages.0.1.attn') == 'stages.0.attn'
     assert tool.group_name('stages.1.blocks.2.attn') == 'stages.1.blocks.attn'
     assert tool.group_name('stages.2.0') == 'stages.2'
@@ -13,16 +14,14 @@ def test_block_index_is_dropped(load_tool):
     assert tool.group_name('norm3') == 'norm3'
 
 
-def test_ratio_if_rest_linear(load_tool):
-    tool = load_tool('time_breakdown')
+def test_ratio_if_rest_linear():
     # Rest: (5 - 1) s growing 4x = 16 s; the part grows to 10 s: 26 / 5.
     assert tool.ratio_if_rest_linear(1., 10., 5., 4.) == pytest.approx(5.2)
     # A part that grows with the pixels leaves the ratio at the pixel ratio.
     assert tool.ratio_if_rest_linear(2., 8., 5., 4.) == pytest.approx(4.)
 
 
-def test_parts_add_up_to_the_pass(load_tool, tmp_path, capsys):
-    tool = load_tool('time_breakdown')
+def test_parts_add_up_to_the_pass(tmp_path, capsys):
     results = tool.main([
         'lf_tiny', '--sizes', '64x64', '96x80', '--repeat', '1', '--warmup',
         '0', '--threads', '1', '--out-dir', str(tmp_path)

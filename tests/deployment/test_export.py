@@ -1,6 +1,7 @@
 """Exports checked in onnxruntime: the Tiny backbone with dynamic shapes,
-the Tiny Mask R-CNN and RetinaNet through the tool, and a clear error for a
-config that cannot export."""
+the Tiny Mask R-CNN and RetinaNet through the export tool, checked against
+mmdet by ``benchmarks.onnx_parity``, and a clear error for a config that
+cannot export."""
 import os.path as osp
 
 import numpy as np
@@ -11,8 +12,11 @@ pytest.importorskip('onnxruntime')
 pytest.importorskip('onnxscript')
 
 from mmlaplacian.deployment import (  # noqa: E402
-    BackboneForExport, ExportUnsupportedError, compare_features, export_onnx,
-    ort_run, ort_session)
+    BackboneForExport, ExportUnsupportedError, export_onnx, ort_run,
+    ort_session)
+
+from benchmarks import onnx_parity  # noqa: E402
+from benchmarks.onnx_compare import compare_features  # noqa: E402
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TOOL = 'tools/deployment/export_onnx.py'
@@ -92,17 +96,31 @@ def test_backbone_dynamic_three_sizes(tmp_path):
         assert expected[0].shape[-2:] == (shape[0] // 4, shape[1] // 4)
 
 
+def export_and_check(tool, config, shape, out, capsys, *check_args):
+    """Export ``config`` with the tool, then check it with
+    ``benchmarks.onnx_parity``; both statuses and both outputs."""
+    shape = [str(side) for side in shape]
+    exported = tool.main([config, '--shape', *shape, '--out', out])
+    export_out = capsys.readouterr().out
+    checked = onnx_parity.main(
+        [config, '--onnx', out, '--shape', *shape, '--runs', '1',
+         *check_args])
+    return exported, export_out, checked, capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_mask_rcnn_tool_matches_mmdet(tmp_path, load_script, capsys):
-    tool = load_script(TOOL)
     out = str(tmp_path / 'mask_rcnn.onnx')
-    status = tool.main(
-        [MASK_RCNN, '--shape', '128', '128', '--out', out, '--runs', '1'])
-    printed = capsys.readouterr().out
-    assert status == 0, printed
-    assert 'NonMaxSuppression' in printed and 'RoiAlign' in printed
+    exported, export_out, checked, printed = export_and_check(
+        load_script(TOOL), MASK_RCNN, (128, 128), out, capsys, '--memory')
+    assert exported == 0, export_out
+    assert 'NonMaxSuppression' in export_out and 'RoiAlign' in export_out
+    assert 'onnxruntime outputs: boxes' in export_out
+    assert checked == 0, printed
     assert 'matched_share: 1' in printed
     assert 'latency' in printed and 'onnxruntime' in printed
+    # Each runtime's memory, measured in its own process.
+    assert printed.count(' inference +') == 2, printed
     import onnx
     model = onnx.load(out)
     assert {node.domain for node in model.graph.node} <= {'', 'ai.onnx'}
@@ -112,13 +130,11 @@ def test_mask_rcnn_tool_matches_mmdet(tmp_path, load_script, capsys):
 
 @pytest.mark.slow
 def test_retinanet_tool_matches_mmdet(tmp_path, load_script, capsys):
-    tool = load_script(TOOL)
-    status = tool.main([
-        RETINANET, '--shape', '128', '160', '--out',
-        str(tmp_path / 'retinanet.onnx'), '--runs', '1'
-    ])
-    printed = capsys.readouterr().out
-    assert status == 0, printed
+    exported, export_out, checked, printed = export_and_check(
+        load_script(TOOL), RETINANET, (128, 160),
+        str(tmp_path / 'retinanet.onnx'), capsys)
+    assert exported == 0, export_out
+    assert checked == 0, printed
     assert 'matched_share: 1' in printed
 
 
@@ -138,15 +154,18 @@ def test_unsupported_config_names_the_module(tmp_path, load_script, capsys):
 
 def test_unsupported_head_names_the_module():
     from mmengine.config import Config
-    from mmlaplacian.deployment import build_exportable_detector, build_model
+    from mmlaplacian.deployment import (build_exportable_detector,
+                                        load_detector)
     cfg = Config.fromfile(MASK_RCNN)
     cfg.model.test_cfg.rcnn.nms = dict(type='soft_nms', iou_threshold=0.5)
     with pytest.raises(ExportUnsupportedError, match='rcnn.*soft_nms'):
-        build_exportable_detector(build_model(cfg))
+        build_exportable_detector(load_detector(cfg))
 
 
 def test_detection_comparison_detects_a_difference():
-    from mmlaplacian.deployment import Detections, compare_detections
+    from mmlaplacian.deployment import Detections
+
+    from benchmarks.onnx_compare import compare_detections
     boxes = np.array([[0, 0, 10, 10], [20, 20, 40, 30]], dtype=np.float32)
     ref = Detections(boxes, np.array([0.9, 0.8]), np.array([1, 2]))
     same = compare_detections(Detections(boxes + 0.01, ref.scores, ref.labels),

@@ -108,8 +108,9 @@ def test_chunked_attention_in_onnxruntime(tmp_path):
     pytest.importorskip('onnxruntime')
     pytest.importorskip('onnxscript')
     from mmlaplacian import LaplacianAttention
-    from mmlaplacian.deployment import (compare_features, export_onnx, ort_run,
-                                        ort_session)
+    from mmlaplacian.deployment import export_onnx, ort_run, ort_session
+
+    from benchmarks.onnx_compare import compare_features
 
     class AttentionOnMap(torch.nn.Module):
 

@@ -1,0 +1,46 @@
+"""The detector to export, built by mmdet's own ``init_detector``."""
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Optional
+
+import torch.nn as nn
+
+
+def load_detector(cfg, checkpoint: Optional[str] = None) -> nn.Module:
+    """``mmdet.apis.init_detector`` on the CPU, in eval mode.
+
+    The backbone's ``init_cfg`` is dropped (a missing ImageNet checkpoint
+    must not stop an export). Without ``checkpoint`` the weights come from
+    ``init_weights`` under a fixed seed, so every process that loads the
+    config gets the same random model.
+
+    Args:
+        cfg (Config): The detector config, options already merged.
+        checkpoint (str, optional): Weights to load.
+
+    Returns:
+        nn.Module: The detector, with ``cfg`` as ``model.cfg``.
+    """
+    import torch
+    from mmdet.apis import init_detector
+    from mmengine.logging import MMLogger
+
+    import mmlaplacian  # noqa: F401  (registers LaplacianFormer)
+
+    cfg = copy.deepcopy(cfg)
+    cfg.model.get('backbone', {}).pop('init_cfg', None)
+    torch.manual_seed(0)
+    # palette='random': no dataset is built just to read its palette.
+    model = init_detector(cfg, checkpoint, palette='random', device='cpu')
+    if checkpoint is None:
+        # init_weights logs every parameter at INFO: keep the output short.
+        logger = MMLogger.get_current_instance()
+        level = logger.level
+        logger.setLevel(logging.WARNING)
+        try:
+            model.init_weights()
+        finally:
+            logger.setLevel(level)
+    return model.eval()

@@ -1,0 +1,35 @@
+"""LaplacianFormer-T as an ExecuTorch program lowered to XNNPACK, run by
+ExecuTorch's runtime on this CPU, matching eager within the ONNX
+tolerances. Skipped where executorch is not installed."""
+import pytest
+import torch
+
+pytest.importorskip('executorch')
+
+from mmlaplacian import LaplacianFormer  # noqa: E402
+from mmlaplacian.deployment import BackboneForExport  # noqa: E402
+from mmlaplacian.deployment.executorch_export import (  # noqa: E402
+    export_executorch, run_executorch)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def test_backbone_runs_in_executorch(tmp_path):
+    torch.manual_seed(0)
+    module = BackboneForExport(
+        LaplacianFormer('tiny', drop_path_rate=0.).eval())
+    image = torch.rand(1, 3, 96, 128,
+                       generator=torch.Generator().manual_seed(0))
+    result = export_executorch(module, image, str(tmp_path / 'lf_t.pte'))
+    assert result.delegated > 0
+    assert not [op for op in result.portable_ops if 'mmlaplacian' in op]
+    with torch.no_grad():
+        expected = module(image)
+    got = run_executorch(result.path, [image])
+    assert len(got) == len(expected) == 4
+    for out, ref in zip(got, expected):
+        assert out.shape == ref.shape
+        # The ONNX exports' feature tolerance: the largest difference
+        # within 1e-4 of the map's largest magnitude.
+        relative = (out - ref).abs().max() / ref.abs().max()
+        assert relative <= 1e-4, relative

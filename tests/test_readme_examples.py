@@ -1,0 +1,33 @@
+"""The README's "Three ways in" examples run as they are written."""
+import os.path as osp
+import re
+
+import pytest
+
+README = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))),
+                  'README.md')
+# What each example needs beyond the OpenMMLab test environment.
+NEEDS = {1: 'timm', 2: 'onnxruntime'}
+
+
+def readme_examples():
+    text = open(README, encoding='utf-8').read()
+    section = text.split('## Three ways in', 1)[1].split('\n## ', 1)[0]
+    return re.findall(r'```python\n(.*?)```', section, flags=re.S)
+
+
+def test_the_section_has_the_three_examples():
+    assert len(readme_examples()) == 3
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize('index', [0, 1, 2],
+                         ids=['openmmlab', 'timm', 'deployment'])
+def test_example_runs(index, repo_root, tmp_path, monkeypatch):
+    if index in NEEDS:
+        pytest.importorskip(NEEDS[index])
+    code = readme_examples()[index]
+    # Config paths are relative to the repository; files go to tmp_path.
+    code = code.replace("'configs/", f"'{repo_root}/configs/")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, f'README example {index}', 'exec'), {})
