@@ -10,22 +10,18 @@ Examples:
 import argparse
 import os
 import os.path as osp
-import sys
 import warnings
 from copy import deepcopy
 
-# Run from a source checkout without installing: the repository root first.
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+import mmlaplacian  # noqa: F401
+from mmdet.engine.hooks.utils import trigger_visualization_hook
+from mmdet.evaluation import DumpDetResults
+from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.evaluator import DumpResults
 
-import mmlaplacian  # noqa: E402,F401
-from mmdet.engine.hooks.utils import trigger_visualization_hook  # noqa: E402
-from mmdet.evaluation import DumpDetResults  # noqa: E402
-from mmengine.config import Config, ConfigDict, DictAction  # noqa: E402
-from mmengine.evaluator import DumpResults  # noqa: E402
-
-from mmlaplacian.engine import (build_runner, load_config,  # noqa: E402
+from mmlaplacian.engine import (build_runner, load_config,
                                 shutdown_distributed)
-from mmlaplacian.engine.input_checks import (  # noqa: E402
+from mmlaplacian.engine.input_checks import (
     check_test_inputs, main_without_traceback)
 
 

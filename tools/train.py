@@ -11,20 +11,16 @@ autocast (see ``mmlaplacian/engine/``).
 import argparse
 import os
 import os.path as osp
-import sys
-
-# Run from a source checkout without installing: the repository root first.
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 # Importing the package registers the backbone and lets mmengine load full
 # checkpoints (--resume, load_from) under torch >= 2.6.
-import mmlaplacian  # noqa: E402,F401
-from mmengine.config import Config, DictAction  # noqa: E402
-from mmengine.logging import print_log  # noqa: E402
+import mmlaplacian  # noqa: F401
+from mmengine.config import Config, DictAction
+from mmengine.logging import print_log
 
-from mmlaplacian.engine import (build_runner, enable_amp,  # noqa: E402
+from mmlaplacian.engine import (build_runner, enable_amp,
                                 load_config, shutdown_distributed)
-from mmlaplacian.engine.input_checks import (  # noqa: E402
+from mmlaplacian.engine.input_checks import (
     check_train_inputs, main_without_traceback)
 
 

@@ -1,21 +1,15 @@
 """Fixtures of the detection tests: synthetic data and a trained model."""
 import json
 import os.path as osp
-import sys
 
 import pytest
 
-# pytest runs with --import-mode=importlib, which puts no test folder on
-# sys.path: make the helpers beside this file importable by name.
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+# detection_utils is on the import path through pyproject's pytest
+# ``pythonpath``.
+from detection_utils import (MASK_RCNN_CONFIG, OVERFIT_EPOCHS, OVERFIT_IMAGES,
+                             run_tool, tool_env, write_coco_subset)
 
-from detection_utils import (MASK_RCNN_CONFIG, OVERFIT_EPOCHS,  # noqa: E402
-                             OVERFIT_IMAGES, REPO_ROOT, run_tool, tool_env,
-                             write_coco_subset)
-
-sys.path.insert(0, REPO_ROOT)  # the generator lives in tools/
-from tools.dataset_converters.synthetic_shapes import \
-    make_synthetic_coco  # noqa: E402
+from mmlaplacian.testing.synthetic_shapes import make_synthetic_coco
 
 # Small enough for seconds per epoch on two CPU cores.
 SYNTHETIC_TRAIN, SYNTHETIC_VAL, SYNTHETIC_SIZE = 8, 4, 128

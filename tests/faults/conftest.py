@@ -1,21 +1,11 @@
 """Fixtures of the fault tests: the synthetic dataset and tool runs.
 
 The helpers of the detection tests (``detection_utils``) are shared."""
-import os.path as osp
-import sys
 
 import pytest
 
-TESTS = osp.dirname(osp.dirname(osp.abspath(__file__)))
-# pytest runs with --import-mode=importlib: put the helpers (these beside
-# this file and the detection tests') on sys.path.
-sys.path.insert(0, osp.join(TESTS, 'detection'))
-sys.path.insert(0, osp.join(TESTS, 'faults'))
-sys.path.insert(0, osp.dirname(TESTS))  # the generator lives in tools/
-
-from detection_utils import tool_env  # noqa: E402
-from tools.dataset_converters.synthetic_shapes import \
-    make_synthetic_coco  # noqa: E402
+from detection_utils import tool_env
+from mmlaplacian.testing.synthetic_shapes import make_synthetic_coco
 
 
 @pytest.fixture(scope='session')

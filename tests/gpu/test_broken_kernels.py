@@ -11,7 +11,6 @@ import os
 import os.path as osp
 import shutil
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -30,8 +29,7 @@ BUGS = {
     'synccheck': ('divergent-barrier', 'Barrier error'),
 }
 
-sys.path.insert(0, osp.join(REPO, 'tools', 'gpu'))
-from probe import cuda_home  # noqa: E402
+from tools.gpu.probe import cuda_home
 
 HOME = cuda_home()
 NVCC = osp.join(HOME, 'bin', 'nvcc') if HOME else shutil.which('nvcc')

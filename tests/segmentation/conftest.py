@@ -1,19 +1,12 @@
 """Fixtures of the segmentation tests: synthetic label-map data."""
-import os.path as osp
-import sys
 
 import pytest
 
-# pytest runs with --import-mode=importlib, which puts no test folder on
-# sys.path: the tool helpers are the detection tests' (detection_utils).
-HERE = osp.dirname(osp.abspath(__file__))
-sys.path.insert(0, osp.join(HERE, '..', 'detection'))
-sys.path.insert(0, HERE)
-from detection_utils import REPO_ROOT, tool_env  # noqa: E402
+# The tool helpers are the detection tests' (detection_utils, on the import
+# path through pyproject's pytest ``pythonpath``).
+from detection_utils import tool_env
 
-sys.path.insert(0, REPO_ROOT)  # the generators live in tools/
-from tools.dataset_converters.synthetic_seg import \
-    make_synthetic_seg  # noqa: E402
+from mmlaplacian.testing.synthetic_seg import make_synthetic_seg
 
 # Small enough for about a second per iteration on two CPU cores.
 SYNTHETIC_TRAIN, SYNTHETIC_VAL, SYNTHETIC_SIZE = 8, 4, 64

@@ -10,12 +10,12 @@ from detection_utils import run_tool
 from PIL import Image
 from pycocotools.coco import COCO
 
-from tools.dataset_converters.synthetic_seg import (IGNORE_INDEX,
+from mmlaplacian.testing.synthetic_seg import (IGNORE_INDEX,
                                                     SEG_CLASSES,
                                                     is_complete_seg,
                                                     make_synthetic_seg,
                                                     scene_label_map)
-from tools.dataset_converters.synthetic_shapes import (RADIUS_RANGE,
+from mmlaplacian.testing.synthetic_shapes import (RADIUS_RANGE,
                                                        make_scene,
                                                        make_synthetic_coco)
 

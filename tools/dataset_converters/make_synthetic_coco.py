@@ -15,8 +15,7 @@ import argparse
 import json
 import sys
 
-# The generator is the module beside this script (on sys.path as its folder).
-from synthetic_shapes import SHAPE_CLASSES, make_synthetic_coco
+from mmlaplacian.testing.synthetic_shapes import SHAPE_CLASSES, make_synthetic_coco
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -17,7 +17,7 @@ marked 255, as Pascal VOC marks object boundaries: those pixels are blended
 by JPEG compression and belong to neither side for certain.
 
 Example (from the repository root):
-    >>> from tools.dataset_converters.synthetic_seg import make_synthetic_seg
+    >>> from mmlaplacian.testing.synthetic_seg import make_synthetic_seg
     >>> meta = make_synthetic_seg('data/synthetic_seg', num_train=8,
     ...                           num_val=4, image_size=128, seed=0)
 """
@@ -32,12 +32,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
-try:  # imported as tools.dataset_converters.synthetic_seg
-    from .synthetic_shapes import (JPEG_QUALITY, RADIUS_RANGE,
-                                   SHAPE_CLASSES, SPLITS, make_scene)
-except ImportError:  # imported by the scripts beside it, by file name
-    from synthetic_shapes import (JPEG_QUALITY, RADIUS_RANGE, SHAPE_CLASSES,
-                                  SPLITS, make_scene)
+from .synthetic_shapes import (JPEG_QUALITY, RADIUS_RANGE, SHAPE_CLASSES,
+                               SPLITS, make_scene)
 
 SEG_CLASSES = ('background', ) + SHAPE_CLASSES
 # Label-map colours for viewers (background dark grey).
