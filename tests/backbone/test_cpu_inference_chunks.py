@@ -1,8 +1,9 @@
-"""Token chunking helpers: spans, mergeable moments, when chunks are used."""
+"""Chunking helpers: spans, mergeable moments, when 'auto' chunks."""
+import pytest
 import torch
 
-from mmlaplacian.models.cpu_inference.token_chunks import (ColumnMoments,
-                                                    token_spans, use_chunks)
+from mmlaplacian.models.layers import LaplacianAttention
+from mmlaplacian.models.layers.chunking import ColumnMoments, token_spans
 
 
 def test_spans_cover_every_token_once():
@@ -28,10 +29,28 @@ def test_merged_moments_equal_two_pass_statistics():
         atol=0)
 
 
-def test_chunks_only_without_autograd_and_beyond_one_chunk():
+def test_auto_chunks_only_on_the_cpu_without_autograd_or_tracing():
+    module = LaplacianAttention(8, 2, mode='auto')
     tokens = torch.zeros(1, 100, 4)
-    assert not use_chunks(tokens, 32)  # autograd enabled
+    assert not module.runs_chunked(tokens)  # autograd enabled
     with torch.no_grad():
-        assert use_chunks(tokens, 32)
-        assert not use_chunks(tokens, 0)
-        assert not use_chunks(tokens, 100)
+        assert module.runs_chunked(tokens)
+        assert not module.runs_chunked(tokens, num_items=2048)
+        assert module.runs_chunked(tokens, num_items=2049)
+        assert not module.runs_chunked(tokens.to('meta'))  # not the CPU
+        seen = []
+
+        def record(tensor):
+            seen.append(module.runs_chunked(tensor))
+            return tensor * 2
+
+        torch.jit.trace(record, tokens, check_trace=False)
+        assert seen == [False]
+    module.set_mode('full')
+    with torch.no_grad():
+        assert not module.runs_chunked(tokens)
+    module.set_mode('chunked')
+    with torch.no_grad():
+        assert module.runs_chunked(tokens, num_items=1)
+    with pytest.raises(RuntimeError, match="mode='chunked' runs without"):
+        module.runs_chunked(tokens)

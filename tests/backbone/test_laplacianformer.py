@@ -1,11 +1,13 @@
 """LaplacianFormer backbone: shapes, gradients, freezing, checkpoints."""
 import copy
+import os
 
 import pytest
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmlaplacian.models import LaplacianFormer
+from mmlaplacian.models.layers import FFN, ConvBNReLU
 from mmlaplacian.models.utils import filter_backbone_state_dict
 
 ARCHS = ['tiny', 'small', 'medium', 'large', 'huge']
@@ -273,3 +275,76 @@ def test_registered_in_mmdet_and_mmpretrain():
                               'mmlaplacian.LaplacianFormer'):
                 model = registry.build(dict(type=type_name, arch='tiny'))
                 assert isinstance(model, LaplacianFormer)
+
+
+def test_layers_import_torch_and_our_ops_only():
+    import ast
+    import os.path as osp
+
+    import mmlaplacian.models.layers as layers
+    folder = osp.dirname(layers.__file__)
+    allowed = ('__future__', 'typing', 'math', 'torch', 'mmlaplacian.ops')
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith('.py'):
+            continue
+        with open(osp.join(folder, name)) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                assert module.split('.')[0] in allowed or module.startswith(
+                    allowed), f'{name} imports {module}'
+
+
+def test_conv_bn_relu_is_mmcv_conv_module_by_keys_init_and_output():
+    from mmcv.cnn import ConvModule
+    torch.manual_seed(3)
+    ours = ConvBNReLU(8, 16, stride=2, mode='full')
+    torch.manual_seed(3)
+    theirs = ConvModule(8, 16, 3, stride=2, padding=1,
+                        norm_cfg=dict(type='BN'), act_cfg=dict(type='ReLU'))
+    _assert_same_state(ours, theirs)
+    for module in theirs.modules():
+        if isinstance(module, _BatchNorm):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(2, 8, 15, 12)
+    torch.testing.assert_close(ours(x), theirs(x), rtol=0, atol=0)
+    ours.eval()
+    theirs.eval()
+    with torch.no_grad():
+        expected = theirs(x)
+        ours.set_mode('chunked')  # BatchNorm folded into the conv
+        torch.testing.assert_close(ours(x), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_ffn_and_drop_path_are_mmcv_ones_by_keys_init_and_output():
+    from mmcv.cnn.bricks.transformer import FFN as MMCVFFN
+    torch.manual_seed(3)
+    ours = FFN(16, 64, ffn_drop=0.2, drop_path=0.3)
+    torch.manual_seed(3)
+    theirs = MMCVFFN(16, 64, act_cfg=dict(type='GELU'), ffn_drop=0.2,
+                     dropout_layer=dict(type='DropPath', drop_prob=0.3))
+    _assert_same_state(ours, theirs)
+    x = torch.randn(8, 5, 16)
+    for training in (True, False):
+        ours.train(training)
+        theirs.train(training)
+        torch.manual_seed(4)
+        expected = theirs(x, identity=x + 1)
+        torch.manual_seed(4)  # the same dropout and DropPath draws
+        torch.testing.assert_close(ours(x, identity=x + 1), expected,
+                                   rtol=0, atol=0)
+
+
+def _assert_same_state(ours: torch.nn.Module, theirs: torch.nn.Module):
+    """Same keys in the same order, and the same seeded values."""
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    for key, value in theirs.state_dict().items():
+        assert torch.equal(ours.state_dict()[key], value), key

@@ -14,8 +14,9 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmlaplacian.ops.validation import autocast_enabled
-from ..cpu_inference import DEFAULT_CHUNK_TOKENS, enable_cpu_inference
-from ..layers import ConvStem, LaplacianFormerStage, conv_bn_relu
+from mmlaplacian.utils.pretrained_checks import check_pretrained_checkpoint
+from ..layers import (DEFAULT_CHUNK_TOKENS, ConvBNReLU, ConvStem,
+                      LaplacianFormerStage)
 from ..utils import (STATE_DICT_VERSION, filter_backbone_state_dict,
                      upgrade_state_dict)
 
@@ -61,11 +62,14 @@ class LaplacianFormer(BaseModule):
         norm_eval (bool): Keep BatchNorm layers in eval mode while
             training. Defaults to False.
         with_cp (bool): Gradient checkpointing per block. Defaults to False.
-        inference_chunk_tokens (int): Tokens per chunk of the CPU-inference
-            layer (:mod:`mmlaplacian.models.cpu_inference`), which runs the
-            same model over chunks of tokens and bands of rows on the CPU
-            without autograd; 0 leaves it off. Training, GPUs, tracing and
-            export always take the plain path. Defaults to 2048.
+        inference_chunk_tokens (int): Tokens per chunk of the modules'
+            chunked form (:mod:`mmlaplacian.models.layers.chunking`), which
+            computes the same model over chunks of tokens, bands of rows and
+            with BatchNorm folded; it runs on the CPU without autograd
+            (``mode='auto'``). 0 builds every module with ``mode='full'``
+            (never chunked). Training, GPUs, tracing and export always take
+            the full form. :func:`~mmlaplacian.models.set_inference_mode`
+            changes the mode of a built model. Defaults to 2048.
         init_cfg (dict | list[dict], optional): ``dict(type='Pretrained',
             checkpoint=PATH)`` loads an mmpretrain, mmdet, timm-style or plain
             checkpoint.
@@ -141,14 +145,19 @@ class LaplacianFormer(BaseModule):
         self.inference_chunk_tokens = inference_chunk_tokens
         self.pretrain_img_size = pretrain_img_size
 
+        chunked = inference_chunk_tokens > 0
+        mode = 'auto' if chunked else 'full'
+        chunk_tokens = (inference_chunk_tokens
+                        if chunked else DEFAULT_CHUNK_TOKENS)
         rates = torch.linspace(0, drop_path_rate, sum(self.depths)).tolist()
         self.stages = nn.ModuleList()
         for i, (dims, depth, heads) in enumerate(
                 zip(self.embed_dims, self.depths, self.num_heads)):
             if i == 0:
-                downsample = ConvStem(in_channels, dims)
+                downsample = ConvStem(in_channels, dims, mode=mode)
             else:
-                downsample = conv_bn_relu(self.embed_dims[i - 1], dims, 2)
+                downsample = ConvBNReLU(
+                    self.embed_dims[i - 1], dims, 2, mode=mode)
             attention = (stage4_attention
                          if i == NUM_STAGES - 1 else linear_attention)
             stage_attn_cfg = None
@@ -171,10 +180,10 @@ class LaplacianFormer(BaseModule):
                     with_cp=with_cp,
                     mlp_ratio=mlp_ratio,
                     attention=attention,
-                    attn_cfg=stage_attn_cfg))
+                    attn_cfg=stage_attn_cfg,
+                    mode=mode,
+                    chunk_tokens=chunk_tokens))
         self._register_load_state_dict_pre_hook(self._upgrade_keys_hook)
-        if inference_chunk_tokens > 0:
-            enable_cpu_inference(self, inference_chunk_tokens)
 
     @classmethod
     def _resolve_arch(cls, arch: Union[str, dict]) -> dict:
@@ -244,6 +253,9 @@ class LaplacianFormer(BaseModule):
         # init (and its per-parameter log) is not needed.
         self._init_from_scratch()
         if pretrained:
+            # A missing file is refused with the ways on (none is published
+            # yet): also under mmdet's and mmseg's own tools.
+            check_pretrained_checkpoint(pretrained[-1]['checkpoint'])
             self.load_pretrained(
                 pretrained[-1]['checkpoint'],
                 map_location=pretrained[-1].get('map_location', 'cpu'))

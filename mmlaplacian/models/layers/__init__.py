@@ -1,4 +1,8 @@
-from .conv_stem import ConvStem, conv_bn_relu
+from .chunking import (DEFAULT_CHUNK_TOKENS, MODES, ChunkedForms,
+                       set_inference_mode)
+from .conv_bn import ConvBNReLU, fold_batchnorm
+from .conv_stem import ConvStem
+from .ffn import FFN, DropPath
 from .kernel_matrix import kernel_matrix
 from .landmarks import landmark_grid, pool_landmarks
 from .laplacian_attention import LaplacianAttention
@@ -7,7 +11,8 @@ from .stage import LaplacianFormerStage
 from .transformer_block import LaplacianFormerBlock
 
 __all__ = [
-    'ConvStem', 'conv_bn_relu', 'kernel_matrix', 'landmark_grid',
-    'pool_landmarks', 'LaplacianAttention', 'SoftmaxAttention',
-    'LaplacianFormerStage', 'LaplacianFormerBlock'
+    'DEFAULT_CHUNK_TOKENS', 'MODES', 'ChunkedForms', 'set_inference_mode',
+    'ConvBNReLU', 'fold_batchnorm', 'ConvStem', 'FFN', 'DropPath',
+    'kernel_matrix', 'landmark_grid', 'pool_landmarks', 'LaplacianAttention',
+    'SoftmaxAttention', 'LaplacianFormerStage', 'LaplacianFormerBlock'
 ]

@@ -8,6 +8,8 @@ import torch
 import torch.nn as nn
 
 from mmlaplacian.ops import newton_schulz_inverse
+from .chunking import (DEFAULT_CHUNK_TOKENS, ChunkedForms, ColumnMoments,
+                       token_spans)
 from .kernel_matrix import KERNELS, kernel_matrix
 from .landmarks import landmark_grid, pool_landmarks
 
@@ -15,23 +17,32 @@ FEATURE_MAPS = ('whiten', 'none')
 INVERSES = ('newton', 'exact')
 
 
-class LaplacianAttention(nn.Module):
+class LaplacianAttention(ChunkedForms, nn.Module):
     """Linear attention with the Laplacian kernel ``exp(-||q - k||_1 / λ)``.
 
-    Queries are compared with pooled landmarks, the landmark kernel matrix is
-    inverted by Newton–Schulz iteration, and the query similarities are
-    whitened per sample (an injective feature map), DESIGN §3::
+    Queries ``q = x Wq`` (and keys ``k = x Wk``, or ``k = q`` when shared)
+    are compared with landmarks ``q~, k~``, their averages over the cells of
+    an at most ``num_landmarks``-cell grid; the landmark kernel matrix
+    ``A = W + εI`` is inverted by ``ns_iters`` Newton–Schulz steps
+    ``X ← 2X − X A X``, and the query similarities are whitened per sample
+    (an injective feature map)::
 
         Kq = k(q, k~)   Kk = k(k, q~)   W = k(q~, k~)   X = (W + εI)^-1
         Z  = (Kq - mean_N Kq) / sqrt(var_N Kq + δ)
-        Y  = Z · (X · (Kkᵀ V / N)) + mean_N V + DWConv(V)
+        Y  = proj(Z · (X · (Kkᵀ V / N)) + mean_N V + DWConv(V))
 
     Means over the N tokens (not sums) make the output resolution-consistent,
     and per-sample statistics make train and eval identical. Time is
     ``O(N·m·d + m³·iters)`` and memory ``O(N·m)``: no N×N tensor is formed.
-    This is the one path for training, GPUs and export; CPU inference can
-    swap in :class:`~mmlaplacian.models.cpu_inference.ChunkedLaplacianAttention`,
-    which computes the same output over chunks of tokens.
+
+    Two forms compute ``Y`` (``mode`` picks one, see
+    :mod:`~mmlaplacian.models.layers.chunking`): the *full* form forms the
+    N×m matrices ``Kq``, ``Kk`` at once (training, GPUs, export); the
+    *chunked* form (no autograd) makes two passes over chunks of
+    ``chunk_tokens`` tokens: the first gathers ``Kkᵀ V``, ``Σ V`` and the
+    column moments of ``Kq``, the second recomputes each chunk's ``Kq`` and
+    writes its rows of ``Y``. Both give the same output up to float
+    rounding.
 
     Args:
         embed_dims (int): Channels C.
@@ -58,6 +69,10 @@ class LaplacianAttention(nn.Module):
         proj_drop (float): Dropout after the output projection.
         impl (str): Fused-op implementation (``'auto'``, ``'cpp'``,
             ``'cuda'`` or ``'pytorch'``). Defaults to ``'auto'``.
+        mode (str): ``'auto'`` (chunked on the CPU without autograd, full
+            otherwise), ``'full'`` or ``'chunked'``. Defaults to ``'auto'``.
+        chunk_tokens (int): Tokens per chunk of the chunked form. Defaults
+            to 2048.
 
     Raises:
         ValueError: On a setting outside its range (named in the message).
@@ -85,8 +100,11 @@ class LaplacianAttention(nn.Module):
                  conv_kernel_size: int = 3,
                  qkv_bias: bool = True,
                  proj_drop: float = 0.,
-                 impl: str = 'auto') -> None:
+                 impl: str = 'auto',
+                 mode: str = 'auto',
+                 chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> None:
         super().__init__()
+        self.set_mode(mode, chunk_tokens)
         _check_settings(embed_dims, num_heads, kernel, feature_map, inverse,
                         lam, num_landmarks, whiten_eps, eps, ns_iters,
                         conv_kernel_size)
@@ -138,11 +156,23 @@ class LaplacianAttention(nn.Module):
 
         Returns:
             Tensor: ``(B, N, C)``.
+
+        Raises:
+            ValueError: When ``x`` does not hold ``H * W`` tokens.
+            RuntimeError: In ``'chunked'`` mode with autograd enabled.
         """
-        self._check_grid(x, hw_shape)
-        q, k, v = self._project(x)
-        q_land, k_land = self._landmarks(q, k, hw_shape)
-        inverse = self._landmark_inverse(q_land, k_land)
+        if x.ndim != 3 or x.shape[1] != hw_shape[0] * hw_shape[1]:
+            raise ValueError(
+                f'LaplacianAttention: tokens {tuple(x.shape)} do not fill a '
+                f'{hw_shape[0]}x{hw_shape[1]} grid (expected (B, H*W, C))')
+        if self.runs_chunked(x, x.shape[1]):
+            return self._forward_chunked(x, hw_shape, identity)
+        return self._forward_full(x, hw_shape, identity)
+
+    def _forward_full(self, x: torch.Tensor, hw_shape: Tuple[int, int],
+                      identity: Optional[torch.Tensor]) -> torch.Tensor:
+        """The full form: every N×m similarity matrix at once."""
+        q, k, v, q_land, k_land, inverse = self._prepare(x, hw_shape)
         sim_q = self._similarity(q, k_land)  # Kq (B, h, N, m)
         sim_k = sim_q if self.share_qk else self._similarity(k, q_land)
         v_heads = self._split_heads(v).to(sim_k.dtype)
@@ -157,19 +187,62 @@ class LaplacianAttention(nn.Module):
             mean = var = None
         weights, bias = self._readout(context, v_mean, mean, var)
         out = self._output(sim_q, weights, bias, x.dtype)
-        return self._finish(out, v, hw_shape, identity)
+        if self.dwconv is not None:
+            out = out + self._local_context(v, hw_shape)
+        out = self.proj_drop(self.proj(out))
+        return out if identity is None else identity + out
 
-    # The steps of :meth:`forward`, shared with the chunked CPU subclass.
-    def _check_grid(self, x: torch.Tensor, hw_shape: Tuple[int, int]) -> None:
-        if x.ndim != 3 or x.shape[1] != hw_shape[0] * hw_shape[1]:
-            raise ValueError(
-                f'LaplacianAttention: tokens {tuple(x.shape)} do not fill a '
-                f'{hw_shape[0]}x{hw_shape[1]} grid (expected (B, H*W, C))')
+    def _forward_chunked(self, x: torch.Tensor, hw_shape: Tuple[int, int],
+                         identity: Optional[torch.Tensor]) -> torch.Tensor:
+        """The chunked form, in two passes over chunks of tokens.
 
-    def _project(self, x: torch.Tensor):
-        """``q, k, v`` tokens ``(B, N, C)``; ``k`` is ``q`` when shared."""
+        Pass 1 gathers ``Kkᵀ V``, the sum of V and the column moments of
+        ``Kq`` chunk by chunk; pass 2 recomputes each chunk's similarities
+        and writes its output and residual. The N×m matrices never exist.
+        """
+        num_tokens = x.shape[1]
+        q, k, v, q_land, k_land, inverse = self._prepare(x, hw_shape)
+        spans = list(token_spans(num_tokens, self.chunk_tokens))
+
+        kv, v_sum, moments = 0, 0, None
+        for start, end in spans:
+            sim_q = self._similarity(q[:, start:end], k_land)
+            sim_k = sim_q if self.share_qk else self._similarity(
+                k[:, start:end], q_land)
+            v_part = self._split_heads(v[:, start:end]).to(sim_k.dtype)
+            kv = kv + sim_k.transpose(-1, -2) @ v_part
+            v_sum = v_sum + v_part.sum(dim=-2, keepdim=True)
+            if self.feature_map == 'whiten':
+                moments = ColumnMoments.of(sim_q).merge(moments)
+        context = inverse.to(kv.dtype) @ (kv / num_tokens)
+        mean, var = (None, None) if moments is None else (moments.mean,
+                                                          moments.var)
+        weights, bias = self._readout(context, v_sum / num_tokens, mean, var)
+
+        local = None if self.dwconv is None else self._local_context(
+            v, hw_shape)
+        out = x.new_empty(x.shape)
+        for start, end in spans:
+            part = self._output(
+                self._similarity(q[:, start:end], k_land), weights, bias,
+                x.dtype)
+            if local is not None:
+                part += local[:, start:end]
+            part = self.proj_drop(self.proj(part))
+            if identity is not None:
+                part += identity[:, start:end]
+            out[:, start:end] = part
+        return out
+
+    def _prepare(self, x: torch.Tensor, hw_shape: Tuple[int, int]):
+        """What both forms start from: the projections ``q, k, v`` (B, N, C;
+        ``k`` is ``q`` when shared), the 1/λ-scaled landmarks ``q~, k~``
+        (B, h, m, d) and the landmark inverse ``X`` (B, h, m, m)."""
         q = self.q(x)
-        return q, (q if self.share_qk else self.k(x)), self.v(x)
+        k = q if self.share_qk else self.k(x)
+        v = self.v(x)
+        q_land, k_land = self._landmarks(q, k, hw_shape)
+        return q, k, v, q_land, k_land, self._landmark_inverse(q_land, k_land)
 
     def _inv_lam(self, dtype: torch.dtype) -> torch.Tensor:
         """``1/λ`` per head. ``exp(-|a-b|/λ) = exp(-|a/λ - b/λ|)``: scaled
@@ -241,15 +314,6 @@ class LaplacianAttention(nn.Module):
                                      self.head_dims).transpose(1, 2).reshape(
                                          batch, num_tokens, self.embed_dims)
 
-    def _finish(self, out: torch.Tensor, v: torch.Tensor,
-                hw_shape: Tuple[int, int],
-                identity: Optional[torch.Tensor]) -> torch.Tensor:
-        """``proj(out + DWConv(V))``, plus ``identity`` when given."""
-        if self.dwconv is not None:
-            out = out + self._local_context(v, hw_shape)
-        out = self.proj_drop(self.proj(out))
-        return out if identity is None else identity + out
-
     def _local_context(self, v: torch.Tensor,
                        hw_shape: Tuple[int, int]) -> torch.Tensor:
         """``DWConv(V)`` as ``(B, N, C)`` tokens."""
@@ -270,7 +334,7 @@ class LaplacianAttention(nn.Module):
                 f'kernel={self.kernel}, feature_map={self.feature_map}, '
                 f'inverse={self.inverse}, num_landmarks={self.num_landmarks}, '
                 f'ns_iters={self.ns_iters}, eps={self.eps}, '
-                f'share_qk={self.share_qk}')
+                f'share_qk={self.share_qk}, mode={self.mode}')
 
 
 def _check_settings(embed_dims: int, num_heads: int, kernel: str,
