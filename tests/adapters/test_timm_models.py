@@ -78,11 +78,14 @@ def _mmpretrain_classifier():
     built by mmpretrain, with random weights."""
     pytest.importorskip('mmpretrain')
     from mmengine.config import Config
+    from mmengine.registry import DefaultScope
     from mmpretrain.registry import MODELS
 
     cfg = Config.fromfile('configs/imagenet/lf_tiny_in1k.py')
     torch.manual_seed(0)
-    model = MODELS.build(cfg.model)
+    # Another test may have left mmdet as the default scope.
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        model = MODELS.build(cfg.model)
     model.init_weights()
     return model.eval()
 

@@ -3,6 +3,7 @@ the file's categories warn with the number of boxes dropped."""
 import copy
 import functools
 import json
+import os
 import os.path as osp
 import re
 import warnings
@@ -16,6 +17,21 @@ from mmengine.registry import init_default_scope
 from mmlaplacian.datasets import CocoClassesWarning
 
 CLASSES = ('circle', 'square', 'triangle', 'star')
+
+
+@pytest.fixture(scope='module', autouse=True)
+def synthetic_data_root(synthetic_coco):
+    """The configs' ``data_root`` is the synthetic dataset: the checked
+    dataset refuses a missing image folder before it reads any file."""
+    saved = os.environ.get('SYNTHETIC_COCO')
+    os.environ['SYNTHETIC_COCO'] = synthetic_coco
+    load.cache_clear()
+    yield
+    if saved is None:
+        os.environ.pop('SYNTHETIC_COCO')
+    else:
+        os.environ['SYNTHETIC_COCO'] = saved
+    load.cache_clear()
 
 
 @pytest.fixture(scope='module')
