@@ -27,8 +27,7 @@ from timm.models._features import feature_take_indices
 from timm.models._registry import generate_default_cfgs
 
 from mmlaplacian.models import LaplacianFormer
-from mmlaplacian.models.utils import filter_backbone_state_dict
-from mmlaplacian.models.utils.checkpoint_keys import upgrade_state_dict
+from mmlaplacian.models.utils import filter_checkpoint
 
 ARCHS = ('tiny', 'small', 'medium', 'large', 'huge')
 ALL_STAGES = (0, 1, 2, 3)
@@ -169,8 +168,11 @@ def checkpoint_filter_fn(checkpoint: Mapping,
     """A checkpoint of any layout the backbone loads, as this model's state
     dict.
 
-    Accepts mmpretrain classifiers trained with ``configs/imagenet/``
-    (``backbone.*``, ``head.fc.*``), the output of
+    The backbone's tensors go through the package's checkpoint filter
+    (:func:`~mmlaplacian.models.utils.filter_checkpoint`: wrappers,
+    prefixes, earlier key versions, SOFT-style keys, position-embedding
+    resizing), so this accepts mmpretrain classifiers trained with
+    ``configs/imagenet/`` (``backbone.*``, ``head.fc.*``), the output of
     ``tools/model_converters/laplacianformer_to_mmdet.py`` and mmdet/mmseg
     checkpoints (backbone only; the head keeps its initialisation). Applying
     it to its own output changes nothing.
@@ -180,8 +182,8 @@ def checkpoint_filter_fn(checkpoint: Mapping,
             if k.startswith('head.fc.')}
     head.update({k[len('head.'):]: v for k, v in state.items()
                  if k.startswith('head.') and k[5:] in ('weight', 'bias')})
-    backbone = filter_backbone_state_dict(checkpoint)
-    upgrade_state_dict(backbone)
+    backbone = filter_checkpoint(checkpoint,
+                                 model.backbone.state_dict()).state_dict
     own = model.state_dict()
     out = {f'backbone.{k}': v for k, v in backbone.items()}
     # Stage norms the checkpoint lacks (a classifier normalises only the

@@ -158,3 +158,23 @@ def test_refuses_non_checkpoints(converter, tmp_path):
     with pytest.raises(SystemExit, match='no tensor'):
         converter.main([str(unrelated), str(tmp_path / 'out.pth'),
                         '--arch', 'tiny'])
+
+
+def test_init_cfg_loads_soft_checkpoint_as_the_converter_writes_it(
+        converter, tmp_path):
+    """One checkpoint filter: ``init_cfg=dict(type='Pretrained')`` reads a
+    SOFT-style checkpoint directly and loads the very tensors the converter
+    writes (the stage norms the checkpoint lacks keep their init)."""
+    src = tmp_path / 'soft_tiny.pth'
+    torch.save({'state_dict_ema': soft_style_state_dict(0)}, src)
+    dst = tmp_path / 'converted.pth'
+    converter.main([str(src), str(dst)])
+    converted = torch.load(dst, map_location='cpu')['state_dict']
+
+    direct = LaplacianFormer(
+        'tiny', init_cfg=dict(type='Pretrained', checkpoint=str(src)))
+    direct.init_weights()
+    state = direct.state_dict()
+    assert len(converted) > 50
+    for key, value in converted.items():
+        assert torch.equal(state[key[len('backbone.'):]], value), key

@@ -7,7 +7,9 @@ removed. Output: ``{'state_dict': {'backbone.' + key: tensor}, 'meta': ...}``,
 which both mmdet's ``load_from`` and the backbone's
 ``init_cfg=dict(type='Pretrained', checkpoint=...)`` load without options.
 
-Key mapping. Keys already in LaplacianFormer naming pass through (those of
+The mapping is the package's one checkpoint filter
+(``mmlaplacian.models.utils.checkpoint_filter``), which the backbone's
+``init_cfg`` also uses: keys already in LaplacianFormer naming pass through (those of
 the version-1 layout, ``stem.*``, ``downsamples.{i}.*``, ``pos_embeds.{i}``,
 ``stages.{i}.{j}.*``, ``norm{i}.*``, are renamed to the current one by
 ``mmlaplacian.models.utils.checkpoint_keys``), so converting the converter's
@@ -44,11 +46,8 @@ Example:
 from __future__ import annotations
 
 import argparse
-import math
-import re
-from collections import OrderedDict, defaultdict
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections import OrderedDict
+from typing import Mapping, Optional, Sequence
 
 import torch
 
@@ -56,120 +55,11 @@ from mmlaplacian import __version__
 from mmlaplacian.models import LaplacianFormer
 from mmlaplacian.models.backbones.laplacianformer import arch_of_state_dict
 from mmlaplacian.models.utils import unwrap_state_dict
-from mmlaplacian.models.utils.checkpoint_keys import upgrade_key
+from mmlaplacian.models.utils.checkpoint_filter import (Conversion,
+                                                        filter_checkpoint)
 from mmlaplacian.utils import torch_load_full
 
 Tensor = torch.Tensor
-
-
-def _tokens_to_grid(pos: Tensor) -> Tensor:
-    """(1, N[+1], C) position embedding → (1, C, H, W)."""
-    if pos.ndim == 4:
-        return pos
-    if pos.ndim != 3:
-        raise ValueError(f'position embedding of shape {tuple(pos.shape)}')
-    tokens = pos.shape[1]
-    if math.isqrt(tokens)**2 != tokens:
-        if math.isqrt(tokens - 1)**2 != tokens - 1:
-            raise ValueError(f'{tokens} positions do not form a square grid')
-        pos, tokens = pos[:, 1:], tokens - 1  # drop the class-token slot
-    side = math.isqrt(tokens)
-    return pos.reshape(1, side, side, -1).permute(0, 3, 1, 2).contiguous()
-
-
-def _split_kv(kv: Tensor) -> List[Tensor]:
-    # Clones: a saved view would carry the whole kv storage along.
-    return [part.clone() for part in kv.chunk(2, dim=0)]
-
-
-# (source pattern, target template(s), tensor transform). ``{s}`` is the
-# 0-based stage of a 1-based ``(?P<stage>)`` group; ``{rest}`` the remainder.
-Rule = Tuple[str, Sequence[str], Optional[Callable[[Tensor], object]]]
-RENAME_RULES: List[Rule] = [
-    (r'^pos_embed(?P<stage>[1-4])$', ['pos_embeds.{s}'], _tokens_to_grid),
-    (r'^block(?P<stage>[1-4])\.(?P<block>\d+)\.(?P<rest>(norm1|norm2|'
-     r'mlp\.fc1|mlp\.fc2|attn\.proj|attn\.q)\.(weight|bias))$',
-     ['stages.{s}.{block}.{rest}'], None),
-    (r'^block(?P<stage>[1-4])\.(?P<block>\d+)\.attn\.kv\.(?P<p>weight|bias)$',
-     ['stages.{s}.{block}.attn.k.{p}', 'stages.{s}.{block}.attn.v.{p}'],
-     _split_kv),
-    (r'^norm\.(?P<p>weight|bias)$', ['norm3.{p}'], None),
-    (r'^patch_embed(?P<stage>[2-4])\.proj\.weight$',
-     ['downsamples.{d}.0.weight'], None),
-]
-SKIP_RULES: List[Tuple[str, str]] = [
-    (r'^cls_token$', 'class token (the classifier pools instead)'),
-    (r'^(head|neck|data_preprocessor)\.', 'classifier head, not backbone'),
-    (r'^block\d\.\d+\.attn\.(sr|norm)\.',
-     'PVT spatial reduction (no counterpart)'),
-    (r'^patch_embed\d\.norm\.',
-     'LayerNorm of a patch embedding (our transitions use BatchNorm)'),
-]
-# Version-1 and current LaplacianFormer names.
-_OUR_PREFIXES = re.compile(
-    r'^(stem\.|downsamples\.\d|pos_embeds\.\d|stages\.\d|norm\d\.)')
-
-
-@dataclass
-class Conversion:
-    """Result of :func:`convert_state_dict`."""
-    state_dict: 'OrderedDict[str, Tensor]'
-    arch: str
-    renamed: int = 0
-    passed: int = 0
-    skipped: Dict[str, List[str]] = field(
-        default_factory=lambda: defaultdict(list))
-    missing: List[str] = field(default_factory=list)
-
-    @property
-    def mapped(self) -> int:
-        return len(self.state_dict)
-
-
-def _strip_prefixes(state: Mapping, skipped: Dict[str, List[str]]) -> dict:
-    stripped = OrderedDict()
-    for key, value in state.items():
-        if not isinstance(value, Tensor):
-            continue
-        while key.startswith('module.'):
-            key = key[len('module.'):]
-        stripped[key] = value
-    if any(k.startswith('backbone.') for k in stripped):
-        for key in [k for k in stripped if not k.startswith('backbone.')]:
-            stripped.pop(key)
-            skipped['not part of the backbone'].append(key)
-        stripped = OrderedDict(
-            (k[len('backbone.'):], v) for k, v in stripped.items())
-    return stripped
-
-
-def _rename(key: str, value: Tensor) -> Optional[List[Tuple[str, Tensor]]]:
-    for pattern, targets, transform in RENAME_RULES:
-        match = re.match(pattern, key)
-        if match is None:
-            continue
-        fields = match.groupdict()
-        if 'stage' in fields:
-            fields['s'] = int(fields['stage']) - 1
-            fields['d'] = int(fields['stage']) - 2
-        out = transform(value) if transform else value
-        values = out if isinstance(out, list) else [out]
-        return [(t.format(**fields), v) for t, v in zip(targets, values)]
-    return None
-
-
-def _fuse_qkv(state: 'OrderedDict[str, Tensor]',
-              reference: Mapping[str, Tensor]) -> None:
-    """Concatenate q, k, v into ``attn.qkv`` where the model has one."""
-    for key in [k for k in state if k.endswith('.attn.q.weight')]:
-        base = key[:-len('q.weight')]
-        if base + 'qkv.weight' not in reference:
-            continue
-        for param in ('weight', 'bias'):
-            parts = [base + f'{n}.{param}' for n in 'qkv']
-            if all(p in state for p in parts):
-                state[base + f'qkv.{param}'] = torch.cat(
-                    [state.pop(p) for p in parts], dim=0)
 
 
 def _infer_arch(state: Mapping[str, Tensor]) -> str:
@@ -197,7 +87,8 @@ def _reference(arch: str,
 
 def convert_state_dict(checkpoint: Mapping,
                        arch: Optional[str] = None) -> Conversion:
-    """Map a raw checkpoint onto LaplacianFormer backbone keys.
+    """Map a raw checkpoint onto LaplacianFormer backbone keys with the
+    package's checkpoint filter.
 
     Args:
         checkpoint (Mapping): A loaded checkpoint of any supported layout.
@@ -207,51 +98,12 @@ def convert_state_dict(checkpoint: Mapping,
         Conversion: The backbone state dict (without ``backbone.``) and what
         happened to every tensor.
     """
-    skipped: Dict[str, List[str]] = defaultdict(list)
-    source = _strip_prefixes(unwrap_state_dict(checkpoint), skipped)
-    state: 'OrderedDict[str, Tensor]' = OrderedDict()
-    native: List[str] = []
-    renamed = 0
-    for key, value in source.items():
-        if _OUR_PREFIXES.match(key):
-            state[upgrade_key(key)] = value
-            native.append(upgrade_key(key))
-            continue
-        reason = next((r for p, r in SKIP_RULES if re.match(p, key)), None)
-        try:
-            pairs = None if reason else _rename(key, value)
-        except ValueError as err:  # e.g. a non-square position grid
-            pairs, reason = None, str(err)
-        if pairs is None:
-            skipped[reason or 'no mapping rule'].append(key)
-            continue
-        state.update((upgrade_key(k), v) for k, v in pairs)
-        renamed += 1
+    def reference(state, native):
+        chosen = arch or _infer_arch(state)
+        return _reference(chosen, native), chosen
 
-    arch = arch or _infer_arch(state)
-    reference = _reference(arch, native)
-    _fuse_qkv(state, reference)
-    for key in list(state):
-        if key not in reference:
-            reason = ('keys are shared with queries (share_qk)'
-                      if key.endswith(('.attn.k.weight', '.attn.k.bias'))
-                      else f'not a parameter of LaplacianFormer-{arch}')
-            skipped[reason].append(key)
-            state.pop(key)
-        elif state[key].shape != reference[key].shape and not (
-                key.endswith('.pos_embed')
-                and state[key].shape[:2] == reference[key].shape[:2]):
-            skipped[f'shape differs from LaplacianFormer-{arch}'].append(
-                f'{key} {tuple(state[key].shape)} vs '
-                f'{tuple(reference[key].shape)}')
-            state.pop(key)
-    return Conversion(
-        state_dict=state,
-        arch=arch,
-        renamed=renamed,
-        passed=len(native),
-        skipped=skipped,
-        missing=[k for k in reference if k not in state])
+    return filter_checkpoint(
+        checkpoint, reference, model='LaplacianFormer-{arch}')
 
 
 def load_checkpoint_file(path: str) -> Mapping:

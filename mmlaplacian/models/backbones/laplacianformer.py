@@ -17,8 +17,7 @@ from mmlaplacian.ops.validation import autocast_enabled
 from mmlaplacian.utils.pretrained_checks import check_pretrained_checkpoint
 from ..layers import (DEFAULT_CHUNK_TOKENS, ConvBNReLU, ConvStem,
                       LaplacianFormerStage)
-from ..utils import (STATE_DICT_VERSION, filter_backbone_state_dict,
-                     upgrade_state_dict)
+from ..utils import STATE_DICT_VERSION, filter_checkpoint, upgrade_state_dict
 
 ARCH_KEYS = {'embed_dims', 'depths', 'num_heads'}
 NUM_STAGES = 4
@@ -298,18 +297,22 @@ class LaplacianFormer(BaseModule):
         raw = CheckpointLoader.load_checkpoint(
             checkpoint, map_location=map_location)
         try:
-            state = filter_backbone_state_dict(raw)
+            # Mismatched shapes are kept, to name the other variant below.
+            result = filter_checkpoint(
+                raw, self.state_dict(), drop_mismatched=False)
         except TypeError as err:
             raise TypeError(f'{checkpoint}: {err}') from err
-        upgrade_state_dict(state)
+        state = result.state_dict
         self._check_same_variant(state, checkpoint)
         missing, unexpected = self.load_state_dict(state, strict=False)
         loaded = len(state) - len(unexpected)
         if loaded == 0:
+            first = [k for keys in result.skipped.values() for k in keys]
             raise RuntimeError(
                 f'{checkpoint}: no tensor matches a LaplacianFormer '
-                f'parameter (first keys: {list(state)[:5]}); convert it '
-                'with tools/model_converters/laplacianformer_to_mmdet.py')
+                f'parameter, in our naming or SOFT-style (first keys: '
+                f'{first[:5]}); see tools/model_converters/'
+                'laplacianformer_to_mmdet.py for the key layouts it reads')
         print_log(
             f'LaplacianFormer: loaded {loaded} tensors from {checkpoint}; '
             f'missing {len(missing)}: {missing[:8]}; '
@@ -317,20 +320,31 @@ class LaplacianFormer(BaseModule):
             logger='current')
         return missing, unexpected
 
-    def _check_same_variant(self, state: Mapping[str, torch.Tensor],
+    def _check_same_variant(self, state: Dict[str, torch.Tensor],
                             checkpoint: str) -> None:
+        """Refuse a checkpoint of another variant; within this variant,
+        drop (and log) tensors of another shape, e.g. a SOFT-style 2x2 patch
+        embedding where ours is a 3x3 conv."""
         own = self.state_dict()
-        for key, value in state.items():
-            if key not in own or value.shape == own[key].shape:
-                continue
-            if key.endswith('.pos_embed') and value.shape[:2] == own[
-                    key].shape[:2]:
-                continue  # another grid size: resized on load
+        mismatched = [
+            key for key, value in state.items()
+            if key in own and value.shape != own[key].shape
+        ]
+        if not mismatched:
+            return
+        if describe_arch(state) != describe_arch(own):
+            key = mismatched[0]
             raise RuntimeError(
                 f'{checkpoint} holds a LaplacianFormer of another variant '
                 f'({describe_arch(state)}) than this model '
                 f'({describe_arch(own)}): first mismatch {key!r} '
-                f'{tuple(value.shape)} vs {tuple(own[key].shape)}')
+                f'{tuple(state[key].shape)} vs {tuple(own[key].shape)}')
+        for key in mismatched:
+            state.pop(key)
+        print_log(
+            f'LaplacianFormer: {checkpoint}: left out {len(mismatched)} '
+            f'tensors of another shape: {mismatched[:8]}',
+            logger='current')
 
     def _upgrade_keys_hook(self, state_dict, prefix, local_metadata, *args,
                            **kwargs) -> None:

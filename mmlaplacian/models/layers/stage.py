@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 
+from ..utils.checkpoint_filter import resize_pos_embed
 from .chunking import DEFAULT_CHUNK_TOKENS, ChunkedForms
 from .landmarks import sizes_known_equal
 from .transformer_block import LaplacianFormerBlock
@@ -165,9 +166,5 @@ class LaplacianFormerStage(ChunkedForms, nn.Module):
             return
         if saved.ndim != 4 or saved.shape[1] != self.pos_embed.shape[1]:
             return  # left to load_state_dict to report the mismatch
-        state_dict[key] = F.interpolate(
-            saved.float(),
-            size=self.pos_embed.shape[-2:],
-            mode='bilinear',
-            align_corners=False).to(saved.dtype)
+        state_dict[key] = resize_pos_embed(saved, self.pos_embed.shape[-2:])
 
