@@ -27,7 +27,7 @@ from timm.models._features import feature_take_indices
 from timm.models._registry import generate_default_cfgs
 
 from mmlaplacian.models import LaplacianFormer
-from mmlaplacian.models.utils import filter_checkpoint
+from mmlaplacian.models.utils import filter_checkpoint, unwrap_state_dict
 
 ARCHS = ('tiny', 'small', 'medium', 'large', 'huge')
 ALL_STAGES = (0, 1, 2, 3)
@@ -177,7 +177,8 @@ def checkpoint_filter_fn(checkpoint: Mapping,
     checkpoints (backbone only; the head keeps its initialisation). Applying
     it to its own output changes nothing.
     """
-    state = checkpoint.get('state_dict', checkpoint)
+    # The same wrapper as the backbone's (EMA weights first).
+    state = unwrap_state_dict(checkpoint)
     head = {k[len('head.fc.'):]: v for k, v in state.items()
             if k.startswith('head.fc.')}
     head.update({k[len('head.'):]: v for k, v in state.items()

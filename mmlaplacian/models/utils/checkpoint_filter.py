@@ -73,18 +73,8 @@ def filter_backbone_state_dict(checkpoint: Mapping) -> 'OrderedDict':
     Returns:
         OrderedDict: Keys as :class:`LaplacianFormer` names them.
     """
-    state = unwrap_state_dict(checkpoint)
-    stripped = OrderedDict()
-    for key, value in state.items():
-        if not isinstance(value, torch.Tensor):
-            continue
-        while key.startswith('module.'):
-            key = key[len('module.'):]
-        stripped[key] = value
-    if any(k.startswith('backbone.') for k in stripped):
-        stripped = OrderedDict((k[len('backbone.'):], v)
-                               for k, v in stripped.items()
-                               if k.startswith('backbone.'))
+    stripped = _strip_prefixes(
+        unwrap_state_dict(checkpoint), defaultdict(list))
     return OrderedDict((k, v) for k, v in stripped.items()
                        if not k.startswith(DROPPED_PREFIXES))
 
