@@ -2,8 +2,12 @@ PYTHON ?= python3
 
 .PHONY: install test test-fast demo demo-seg gpu-check gpu-wheels clean
 
-install:  ## set up everything in the active Python environment
-	bash tools/install.sh
+# The OpenMMLab stack: upstream (mmcv 2.1.0, mmdet 3.3.0, ...) or onedl (the
+# maintained fork); exact versions in requirements/constraints/$(STACK).txt.
+STACK ?= upstream
+
+install:  ## set up everything in the active Python environment (STACK=upstream|onedl)
+	STACK=$(STACK) bash tools/install.sh
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file per
 # worker at a time; OpenMP threads sleep rather than spin while they wait,

@@ -28,6 +28,22 @@ def read_requirements(path: str) -> list:
         return [line for line in lines if line and not line.startswith('-')]
 
 
+EXTRAS = ('mmdet', 'mmseg', 'mmpretrain', 'onedl', 'timm', 'deploy',
+          'executorch', 'tests')
+
+
+def make_extras() -> dict:
+    """``pip install mmlaplacian[mmdet]`` and the like, one requirements
+    file each; ``[openmmlab]`` is the upstream mmdet + mmseg + mmpretrain."""
+    extras = {
+        name: read_requirements(f'requirements/{name}.txt')
+        for name in EXTRAS
+    }
+    extras['openmmlab'] = sorted(
+        set(extras['mmdet'] + extras['mmseg'] + extras['mmpretrain']))
+    return extras
+
+
 def locate_cuda_home() -> None:
     """Point ``CUDA_HOME`` at a real toolkit when nvcc is only a wrapper.
 
@@ -60,9 +76,21 @@ def want_cuda() -> bool:
     return torch.cuda.is_available() and CUDA_HOME is not None
 
 
+NO_TORCH_MESSAGE = (
+    'mmlaplacian compiles its extension against the torch of the environment '
+    'it is installed into, and this build sees no torch. Install torch '
+    'first, then build without isolation: pip install --no-build-isolation .'
+    ' (an isolated build would compile against another copy of torch, '
+    'which the installed one cannot load)')
+
+
 def make_extensions() -> list:
     if os.getenv('MMLAPLACIAN_NO_EXT', '0') == '1':
         return []
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise SystemExit(f'error: {NO_TORCH_MESSAGE}')
     locate_cuda_home()
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
     root = 'cuda_ops'
@@ -96,6 +124,8 @@ def make_extensions() -> list:
 
 
 def make_cmdclass() -> dict:
+    if os.getenv('MMLAPLACIAN_NO_EXT', '0') == '1':
+        return {}
     from torch.utils.cpp_extension import BuildExtension
     return {'build_ext': BuildExtension.with_options(use_ninja=True)}
 
@@ -112,10 +142,10 @@ if __name__ == '__main__':
         python_requires='>=3.9',
         packages=find_packages(include=('mmlaplacian', 'mmlaplacian.*')),
         include_package_data=True,
+        # The core needs torch only; each framework is an extra. The exact
+        # versions tested live in requirements/constraints/<stack>.txt.
         install_requires=read_requirements('requirements/runtime.txt'),
-        extras_require={
-            'tests': read_requirements('requirements/tests.txt'),
-        },
+        extras_require=make_extras(),
         ext_modules=make_extensions(),
         cmdclass=make_cmdclass(),
         zip_safe=False,

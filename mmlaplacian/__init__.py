@@ -1,23 +1,23 @@
-"""mmlaplacian: the LaplacianFormer backbone for OpenMMLab detection."""
+"""mmlaplacian: the LaplacianFormer backbone, its fused ops and the glue
+that plugs it into OpenMMLab, timm and the export runtimes.
+
+The core (:mod:`mmlaplacian.ops`, :mod:`mmlaplacian.models`) needs torch
+only. Each adapter is imported when its framework is installed: OpenMMLab
+(mmengine present: the registries, datasets, hooks) and timm
+(``timm.create_model('laplacianformer_tiny', ...)``).
+"""
 import importlib.util
 
+from .models import LaplacianAttention, LaplacianFormer, set_inference_mode
 from .ops import laplace_kernel, newton_schulz_inverse
-from .utils import install_mmengine_checkpoint_fix
 from .version import __version__
 
-__all__ = ['__version__', 'laplace_kernel', 'newton_schulz_inverse']
+__all__ = [
+    '__version__', 'laplace_kernel', 'newton_schulz_inverse',
+    'LaplacianFormer', 'LaplacianAttention', 'set_inference_mode'
+]
 
-# The fused ops need only torch; the models need mmengine. Without mmengine
-# (an ops-only environment such as a bare GPU test machine) skip the models.
 if importlib.util.find_spec('mmengine') is not None:
-    # mmengine 0.10.x cannot load its own checkpoints under torch >= 2.6
-    # (the weights-only default); fix it for every user of the package.
-    install_mmengine_checkpoint_fix()
-    from . import engine  # noqa: E402,F401  (registers the CPU AMP wrapper)
-    # Registers CheckedCocoDataset, which the detection configs use.
-    from . import datasets  # noqa: E402,F401
-    from .models import LaplacianAttention, LaplacianFormer  # noqa: E402
-    __all__ += ['LaplacianFormer', 'LaplacianAttention']
-    # timm.create_model('laplacianformer_tiny', ...) once timm is present.
-    if importlib.util.find_spec('timm') is not None:
-        from .adapters import timm_models  # noqa: E402,F401
+    from .adapters import openmmlab  # noqa: E402,F401
+if importlib.util.find_spec('timm') is not None:
+    from .adapters import timm_models  # noqa: E402,F401

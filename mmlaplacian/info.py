@@ -9,7 +9,7 @@ from collections import OrderedDict
 from typing import Dict
 
 PACKAGES = ('torch', 'mmengine', 'mmcv', 'mmdet', 'mmpretrain', 'mmseg',
-            'pycocotools', 'numpy')
+            'timm', 'pycocotools', 'numpy')
 # Import name -> distribution name, where they differ.
 DISTRIBUTIONS = {'mmseg': 'mmsegmentation'}
 
@@ -46,6 +46,18 @@ def _command_output(cmd: list, last: bool) -> str:
     return lines[-1] if last else lines[0]
 
 
+def openmmlab_stack() -> str:
+    """Which OpenMMLab distributions provide ``mmcv``: ``upstream``,
+    ``onedl`` (the maintained fork, same import names) or ``none``."""
+    from importlib.metadata import PackageNotFoundError, version
+    for stack, dist in (('onedl', 'onedl-mmcv'), ('upstream', 'mmcv')):
+        try:
+            return f'{stack} ({dist} {version(dist)})'
+        except PackageNotFoundError:
+            continue
+    return 'none'
+
+
 def collect_env() -> Dict[str, str]:
     """Everything a bug report needs, as an ordered name → value mapping."""
     env: Dict[str, str] = OrderedDict()
@@ -55,6 +67,7 @@ def collect_env() -> Dict[str, str]:
     for name in PACKAGES:
         env[name] = _version(name)
     env['mmlaplacian'] = _version('mmlaplacian')
+    env['OpenMMLab stack'] = openmmlab_stack()
     try:
         import torch
         env['torch CUDA build'] = str(torch.version.cuda)

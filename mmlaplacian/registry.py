@@ -26,7 +26,7 @@ MODELS = Registry(
     'model',
     parent=MMENGINE_MODELS,
     scope=SCOPE,
-    locations=['mmlaplacian.models'])
+    locations=['mmlaplacian.adapters.openmmlab'])
 HOOKS = Registry(
     'hook', parent=MMENGINE_HOOKS, scope=SCOPE,
     locations=['mmlaplacian.engine'])

@@ -8,7 +8,7 @@ def test_info_lists_versions_and_extension_state(repo_root):
                          capture_output=True, text=True, cwd=repo_root,
                          check=True).stdout
     for key in ('Python', 'torch', 'mmengine', 'mmcv', 'mmdet', 'mmpretrain',
-                'pycocotools', 'mmcv._ext loads', 'mmlaplacian._ext loads',
+                'pycocotools', 'OpenMMLab stack', 'mmcv._ext loads', 'mmlaplacian._ext loads',
                 'mmlaplacian._ext devices', 'GCC', 'NVCC'):
         assert f'\n{key} ' in '\n' + out, key
     line = next(l for l in out.splitlines()

@@ -1,24 +1,53 @@
 #!/usr/bin/env bash
 # One-command set-up of mmlaplacian into the active Python environment.
 #
-#   bash tools/install.sh            (or: make install)
+#   bash tools/install.sh                 (or: make install)
+#   STACK=onedl bash tools/install.sh     (or: make install STACK=onedl)
+#
+# STACK picks the OpenMMLab stack: 'upstream' (default: mmcv 2.1.0, mmdet
+# 3.3.0, ...; no release since 2024) or 'onedl' (the maintained fork, same
+# import names). The exact versions of each come from
+# requirements/constraints/<STACK>.txt; the other stack's distributions are
+# removed first, as both install the same modules.
 #
 # Installs torch 2.13.0 + torchvision 0.28.0 only when no torch is present (an
-# existing torch >= 2.1 is kept, with a torchvision that pairs with it), the
-# build tools, mmengine, mmcv 2.1.0 compiled with ops (skipped when an mmcv
+# existing torch >= 2.3 is kept, with a torchvision that pairs with it), the
+# build tools, mmengine, mmcv compiled with ops (skipped when the stack's mmcv
 # whose mmcv._ext loads is already installed), mmdet, mmpretrain,
-# mmsegmentation (with ftfy and regex, which mmseg.models imports),
-# pycocotools and the test tools, then builds mmlaplacian's own extension and
-# installs the package in editable mode. Safe to run again.
+# mmsegmentation, timm, pycocotools, the ONNX tools and the test tools, then
+# builds mmlaplacian's own extension and installs the package in editable
+# mode. Safe to run again.
 #
-# Environment: PYTHON (interpreter, default python3), FORCE_CUDA=1 (build our
-# CUDA kernels), TORCH_CUDA_ARCH_LIST (default 7.5;8.0;8.6;8.9;9.0),
-# MAX_JOBS (parallel compile jobs).
+# Environment: PYTHON (interpreter, default python3), STACK, FORCE_CUDA=1
+# (build our CUDA kernels), TORCH_CUDA_ARCH_LIST (default
+# 7.5;8.0;8.6;8.9;9.0), MAX_JOBS (parallel compile jobs).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-MMCV_VERSION=2.1.0
+STACK=${STACK:-upstream}
+case "$STACK" in
+  upstream) DIST_PREFIX=''; STACK_EXTRAS=(mmdet mmseg mmpretrain) ;;
+  onedl) DIST_PREFIX='onedl-'; STACK_EXTRAS=(onedl) ;;
+  *) printf 'ERROR: unknown STACK=%s\nFIX:   use STACK=upstream (the default) or STACK=onedl\n' "$STACK" >&2
+     exit 1 ;;
+esac
+CONSTRAINTS=requirements/constraints/$STACK.txt
+# Every distribution of either stack: they install the same modules (mmcv,
+# mmengine, mmdet, mmseg, mmpretrain), and OpenCV's two wheels share cv2/.
+STACK_DISTS='mmcv mmcv-full mmcv-lite mmengine mmengine-lite mmdet mmsegmentation mmpretrain
+  onedl-mmcv onedl-mmengine onedl-mmdetection onedl-mmsegmentation onedl-mmpretrain
+  opencv-python opencv-python-headless'
+# The version CONSTRAINTS pins for a distribution.
+pinned() {
+  local version
+  version=$(sed -n "s/^$1==\([^ #;]*\).*/\1/p" "$CONSTRAINTS" | tr -d '\r')
+  [ -n "$version" ] || { printf 'ERROR: %s pins no version of %s\n' "$CONSTRAINTS" "$1" >&2; exit 1; }
+  echo "$version"
+}
+MMCV_DIST=${DIST_PREFIX}mmcv
+MMCV_VERSION=$(pinned "$MMCV_DIST")
+MMENGINE_SPEC="${DIST_PREFIX}mmengine==$(pinned "${DIST_PREFIX}mmengine")"
 # '===' asks for the PyPI build of 2.13.0 (CUDA 13; runs on CPU too), not the
 # local CPU-only 2.13.0+cpu wheel, whose torchvision does not exist on PyPI.
 TORCH_SPEC='torch===2.13.0'
@@ -36,10 +65,13 @@ torchvision_works() {
 }
 
 command -v "$PY" >/dev/null 2>&1 || die "no Python interpreter '$PY'" \
-  "activate a Python >= 3.9 environment or set PYTHON=/path/to/python"
-"$PY" - <<'PYEOF' || die "Python >= 3.9 is required" "use a Python 3.9-3.12 environment (3.11 is tested)"
+  "activate a Python >= 3.11 environment or set PYTHON=/path/to/python"
+# The tested versions (requirements/constraints/) need Python >= 3.11 (numpy
+# 2.4, matplotlib 3.11) and a torch built for numpy 2 (>= 2.3). The core
+# alone installs on older ones: pip install --no-build-isolation .
+"$PY" - <<'PYEOF' || die "Python >= 3.11 is required by the tested versions" "use a Python 3.11 or 3.12 environment (3.11 is tested)"
 import sys
-sys.exit(0 if sys.version_info >= (3, 9) else 1)
+sys.exit(0 if sys.version_info >= (3, 11) else 1)
 PYEOF
 echo "Python: $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 
@@ -48,10 +80,10 @@ step "torch and torchvision"
 # PyPI's (CUDA) torch builds. torch 2.14 needs C++20, which mmcv 2.1.0's build
 # does not use, so a fresh environment gets torch 2.13.0 with torchvision 0.28.0.
 if torch_version=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
-  "$PY" - "$torch_version" <<'PYEOF' || die "torch $torch_version is too old (>= 2.1 needed)" "pip install \"$TORCH_SPEC\" \"$TORCHVISION_SPEC\""
+  "$PY" - "$torch_version" <<'PYEOF' || die "torch $torch_version is too old (>= 2.3 needed, for numpy 2)" "pip install \"$TORCH_SPEC\" \"$TORCHVISION_SPEC\""
 import sys
 major, minor = (int(p) for p in sys.argv[1].split('+')[0].split('.')[:2])
-sys.exit(0 if (major, minor) >= (2, 1) else 1)
+sys.exit(0 if (major, minor) >= (2, 3) else 1)
 PYEOF
   echo "keeping the installed torch $torch_version"
   if ! torchvision_works; then
@@ -67,41 +99,69 @@ PYEOF
 else
   echo "no torch found: installing $TORCH_SPEC $TORCHVISION_SPEC"
   pip_install "$TORCH_SPEC" "$TORCHVISION_SPEC" || die "torch install failed" \
-    "install a torch >= 2.1 with its torchvision for your platform first, then run this again"
+    "install a torch >= 2.3 with its torchvision for your platform first, then run this again"
 fi
 torchvision_works || die "torchvision does not work beside torch" "pip install \"$TORCH_SPEC\" \"$TORCHVISION_SPEC\""
 
-step "build tools (setuptools>=77,<81, wheel, ninja)"
-pip_install -r requirements/build.txt
+step "build tools (setuptools>=80,<81, wheel, ninja)"
+pip_install -c "$CONSTRAINTS" -r requirements/build.txt
+
+step "OpenMMLab stack: $STACK ($CONSTRAINTS)"
+# Installed distributions of STACK_DISTS, and whether any belongs to the
+# other stack. Switching removes them all (files the two stacks share would
+# otherwise be half deleted); pip's cache makes the reinstall quick.
+read -r switching installed < <("$PY" - "$DIST_PREFIX" "$STACK_DISTS" <<'PYEOF'
+import importlib.metadata as metadata, sys
+prefix, names = sys.argv[1], sys.argv[2].split()
+found = []
+for name in names:
+    try:
+        metadata.version(name)
+        found.append(name)
+    except metadata.PackageNotFoundError:
+        pass
+ours = lambda n: n.startswith('opencv') or n.startswith('onedl-') == bool(prefix)
+print(int(any(not ours(n) for n in found)), ' '.join(found))
+PYEOF
+)
+if [ "$switching" = 1 ]; then
+  echo "switching stacks: removing $installed"
+  # shellcheck disable=SC2086  # one word per distribution
+  "$PY" -m pip uninstall -y -q $installed
+fi
 
 step "mmengine"
-pip_install "mmengine==0.10.7"
+pip_install -c "$CONSTRAINTS" "$MMENGINE_SPEC"
 
-step "mmcv $MMCV_VERSION with ops"
-if "$PY" -c "import mmcv, mmcv._ext; assert mmcv.__version__ == '$MMCV_VERSION'" 2>/dev/null; then
-  echo "mmcv $MMCV_VERSION with a loadable mmcv._ext is already installed: skipping the build"
+step "$MMCV_DIST $MMCV_VERSION with ops"
+if "$PY" -c "import importlib.metadata as m, mmcv._ext; assert m.version('$MMCV_DIST') == '$MMCV_VERSION'" 2>/dev/null; then
+  echo "$MMCV_DIST $MMCV_VERSION with a loadable mmcv._ext is already installed: skipping the build"
 else
-  echo "Compiling mmcv $MMCV_VERSION with ops from source against the installed torch."
+  echo "Compiling $MMCV_DIST $MMCV_VERSION with ops from source against the installed torch."
   echo "This takes about 14 minutes on 2 cores (pip caches the wheel: later installs are fast)."
   reinstall=()
   "$PY" -c 'import mmcv' 2>/dev/null && reinstall=(--force-reinstall --no-deps)
-  MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} pip_install --no-build-isolation \
-    "${reinstall[@]}" "mmcv==$MMCV_VERSION" || die "the mmcv build failed (see the compiler output above)" \
+  MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} pip_install --no-build-isolation -c "$CONSTRAINTS" \
+    "${reinstall[@]}" "$MMCV_DIST==$MMCV_VERSION" || die "the mmcv build failed (see the compiler output above)" \
     "check that gcc/g++ and the Python headers are installed (apt-get install build-essential python3-dev)"
   if ! "$PY" -c 'import mmcv._ext' 2>/dev/null; then
     # pip's wheel cache may hold an mmcv built against another torch.
     echo "the cached mmcv wheel was built against another torch: dropping it and rebuilding"
-    "$PY" -m pip cache remove 'mmcv-*' || true
-    MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} pip_install --no-build-isolation \
-      --force-reinstall --no-deps "mmcv==$MMCV_VERSION" || die "the mmcv build failed"
+    "$PY" -m pip cache remove "${MMCV_DIST//-/_}-*" || true
+    "$PY" -m pip cache remove "$MMCV_DIST-*" || true
+    MMCV_WITH_OPS=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} pip_install --no-build-isolation -c "$CONSTRAINTS" \
+      --force-reinstall --no-deps "$MMCV_DIST==$MMCV_VERSION" || die "the mmcv build failed"
   fi
   "$PY" -c 'import mmcv._ext' || die "mmcv was built but mmcv._ext does not load" \
-    "rebuild it: MMCV_WITH_OPS=1 pip install --no-build-isolation --no-cache-dir --force-reinstall mmcv==$MMCV_VERSION"
+    "rebuild it: MMCV_WITH_OPS=1 pip install --no-build-isolation --no-cache-dir --force-reinstall $MMCV_DIST==$MMCV_VERSION"
 fi
 
-step "mmdet, mmpretrain, mmsegmentation, pycocotools, ONNX export tools and the test tools"
-pip_install "mmdet==3.3.0" "mmpretrain==1.2.0" "mmsegmentation==1.2.2" -r requirements/runtime.txt -r requirements/tests.txt \
-  -r requirements/deploy.txt
+step "mmdet, mmpretrain, mmsegmentation, timm, pycocotools, ONNX export tools and the test tools"
+requirement_files=()
+for extra in "${STACK_EXTRAS[@]}" timm deploy tests; do
+  requirement_files+=(-r "requirements/$extra.txt")
+done
+pip_install -c "$CONSTRAINTS" -r requirements/runtime.txt "${requirement_files[@]}"
 
 step "mmlaplacian and its extension mmlaplacian._ext"
 if [ "${FORCE_CUDA:-0}" = "1" ]; then
@@ -116,7 +176,7 @@ if ! (cd / && "$PY" -c "import mmlaplacian, os, sys; sys.exit(not os.path.samefi
 fi
 
 step "check"
-"$PY" -c "import mmcv.ops, mmdet.models, mmpretrain.models, mmseg.models, mmlaplacian._ext" \
+"$PY" -c "import mmcv.ops, mmdet.models, mmpretrain.models, mmseg.models, timm, mmlaplacian._ext" \
   || die "the installed stack does not import" "read the error above; rerun bash tools/install.sh"
 "$PY" -m mmlaplacian.info
 echo

@@ -12,10 +12,10 @@
 # `pretrained` below (see configs/imagenet), or
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/ckpt.pth
 _base_ = [
-    'mmseg::_base_/models/fpn_r50.py',
+    '../_base_/mmseg/models/fpn_r50.py',
     '../_base_/datasets/ade20k_checked.py',
     '../_base_/schedules/sem_fpn_adamw_40k.py',
-    'mmseg::_base_/default_runtime.py'
+    '../_base_/mmseg/default_runtime.py'
 ]
 custom_imports = dict(imports=['mmlaplacian'], allow_failed_imports=False)
 

@@ -17,154 +17,26 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Mapping
 
 import torch
 import torch.nn as nn
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, register_model
-from timm.models._features import feature_take_indices
 from timm.models._registry import generate_default_cfgs
 
-from mmlaplacian.models import LaplacianFormer
+from mmlaplacian.models.classifier import (ALL_STAGES,
+                                           LaplacianFormerClassifier)
 from mmlaplacian.models.utils import filter_checkpoint, unwrap_state_dict
 
 ARCHS = ('tiny', 'small', 'medium', 'large', 'huge')
-ALL_STAGES = (0, 1, 2, 3)
+# The name this adapter first gave the classifier.
+LaplacianFormerTimm = LaplacianFormerClassifier
 
 
-class LaplacianFormerTimm(nn.Module):
-    """A LaplacianFormer classifier in timm's model interface.
-
-    ``self.backbone`` is :class:`~mmlaplacian.models.LaplacianFormer` (the
-    same module and state-dict keys as in mmdet, mmseg and mmpretrain),
-    followed by global average pooling and a linear ``head``.
-
-    Args:
-        arch (str): ``'tiny'``, ``'small'``, ``'medium'``, ``'large'`` or
-            ``'huge'``.
-        num_classes (int): Classes of the head; 0 for no head.
-        global_pool (str): ``'avg'`` or ``''`` (no pooling).
-        in_chans (int): Image channels.
-        drop_rate (float): Dropout before the head.
-        feature_stages (Sequence[int]): Stages whose output is normalised
-            (those timm's ``features_only`` returns; timm keeps
-            ``out_indices`` for itself). Defaults to the last.
-        **backbone_kwargs: Further :class:`LaplacianFormer` arguments
-            (``drop_path_rate``, ``attn_cfg``, ...).
-    """
-
-    def __init__(self,
-                 arch: str = 'tiny',
-                 num_classes: int = 1000,
-                 global_pool: str = 'avg',
-                 in_chans: int = 3,
-                 drop_rate: float = 0.,
-                 feature_stages: Sequence[int] = (3, ),
-                 **backbone_kwargs) -> None:
-        super().__init__()
-        if global_pool not in ('avg', ''):
-            raise ValueError(f"global_pool must be 'avg' or '', got "
-                             f'{global_pool!r}')
-        # Stage 3 always: the head reads its normalised output.
-        norm_stages = tuple(sorted(set(feature_stages) | {3}))
-        self.backbone = LaplacianFormer(
-            arch, in_channels=in_chans, out_indices=norm_stages,
-            **backbone_kwargs)
-        self.backbone.init_weights()
-        dims = self.backbone.embed_dims
-        self.num_classes = num_classes
-        self.global_pool = global_pool
-        self.num_features = self.head_hidden_size = dims[-1]
-        self.feature_info = [
-            dict(num_chs=dims[i], reduction=4 * 2**i,
-                 module=f'backbone.stages.{i}') for i in ALL_STAGES
-        ]
-        self.head_drop = nn.Dropout(drop_rate)
-        self.head = self._make_head(num_classes)
-
-    def _make_head(self, num_classes: int) -> nn.Module:
-        if num_classes <= 0:
-            return nn.Identity()
-        head = nn.Linear(self.num_features, num_classes)
-        nn.init.trunc_normal_(head.weight, std=.02)
-        nn.init.zeros_(head.bias)
-        return head
-
-    def get_classifier(self) -> nn.Module:
-        return self.head
-
-    def reset_classifier(self,
-                         num_classes: int,
-                         global_pool: Optional[str] = None) -> None:
-        if global_pool is not None:
-            self.global_pool = global_pool
-        self.num_classes = num_classes
-        self.head = self._make_head(num_classes)
-
-    def forward_intermediates(
-        self,
-        x: torch.Tensor,
-        indices: Optional[Union[int, List[int]]] = None,
-        norm: bool = False,
-        stop_early: bool = False,
-        output_fmt: str = 'NCHW',
-        intermediates_only: bool = False,
-    ) -> Union[List[torch.Tensor], Tuple[torch.Tensor, List[torch.Tensor]]]:
-        """Stage outputs (NCHW) and, unless ``intermediates_only``, the final
-        feature map.
-
-        Stages in ``feature_stages`` return their LayerNorm-ed output (as the
-        detection backbone does), the others their raw map; ``norm`` is
-        accepted for timm's interface and changes nothing.
-        """
-        if output_fmt != 'NCHW':
-            raise ValueError(f"output_fmt must be 'NCHW', got {output_fmt!r}")
-        take, max_index = feature_take_indices(len(ALL_STAGES), indices)
-        self.backbone._check_input(x)
-        stages = self.backbone.stages
-        if stop_early:
-            stages = stages[:max_index + 1]
-        intermediates, final = [], None
-        for i, stage in enumerate(stages):
-            x, out = stage(x)
-            final = x if out is None else out
-            if i in take:
-                intermediates.append(final)
-        if intermediates_only:
-            return intermediates
-        return final, intermediates
-
-    def prune_intermediate_layers(self,
-                                  indices: Union[int, List[int]] = 1,
-                                  prune_norm: bool = False,
-                                  prune_head: bool = True) -> List[int]:
-        """Drop the stages after the last one in ``indices`` (and the
-        head)."""
-        take, max_index = feature_take_indices(len(ALL_STAGES), indices)
-        self.backbone.stages = self.backbone.stages[:max_index + 1]
-        if prune_head or max_index < len(ALL_STAGES) - 1:
-            self.reset_classifier(0, '')
-        return take
-
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        """The last stage's normalised map ``(B, C4, H/32, W/32)``."""
-        return self.forward_intermediates(x, indices=[3])[0]
-
-    def forward_head(self,
-                     x: torch.Tensor,
-                     pre_logits: bool = False) -> torch.Tensor:
-        if self.global_pool == 'avg':
-            x = x.mean(dim=(2, 3))
-        x = self.head_drop(x)
-        return x if pre_logits else self.head(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
-
-
-def checkpoint_filter_fn(checkpoint: Mapping,
-                         model: LaplacianFormerTimm) -> Dict[str, torch.Tensor]:
+def checkpoint_filter_fn(
+        checkpoint: Mapping,
+        model: LaplacianFormerClassifier) -> Dict[str, torch.Tensor]:
     """A checkpoint of any layout the backbone loads, as this model's state
     dict.
 
@@ -217,7 +89,7 @@ def _create(arch: str, pretrained: bool = False, **kwargs) -> nn.Module:
     if kwargs.get('features_only'):
         kwargs['feature_stages'] = out_indices
     return build_model_with_cfg(
-        LaplacianFormerTimm,
+        LaplacianFormerClassifier,
         f'laplacianformer_{arch}',
         pretrained,
         pretrained_filter_fn=checkpoint_filter_fn,

@@ -1,6 +1,7 @@
 """Dataset classes and input checks that configs use at run time.
 
-The synthetic-data generators are tools: ``tools/dataset_converters/``.
+The synthetic datasets of the quick starts and tests are in
+:mod:`mmlaplacian.testing`.
 
 - Detection: the COCO annotation checks and ``CheckedCocoDataset``, the
   ``CocoDataset`` that applies them (in our ``DATASETS`` and mmdet's).

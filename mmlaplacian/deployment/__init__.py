@@ -1,8 +1,9 @@
 """ONNX export of LaplacianFormer backbones and mmdet detectors with
 standard operators only, run in a stock onnxruntime.
 
-Importing this package needs torch, torchvision and mmengine; exporting
-needs ``onnx`` and ``onnxscript``, running ``onnxruntime``
+Importing this package and exporting a backbone or segmentor need torch
+only (detectors: torchvision and mmdet); ONNX export needs ``onnx`` and
+``onnxscript``, running ``onnxruntime``
 (``requirements/deploy.txt``). The checks of an export against PyTorch are
 ``python -m benchmarks.onnx_parity`` and ``benchmarks.onnx_coco_ap``.
 """
@@ -12,6 +13,7 @@ from .detectors import (ExportableRetinaNet, ExportableTwoStageDetector,
 from .export import (BackboneForExport, ExportError, ExportResult, export_onnx)
 from .loading import load_detector
 from .onnx_ops import nms_keep_mask, onnx_translation_table
+from .segmentors import SegmentorForExport
 from .runtime import (Detections, detections_from_ort, graph_input, ort_run,
                       ort_session, paste_masks)
 from .unsupported import ExportUnsupportedError, check_exportable
@@ -19,7 +21,7 @@ from .unsupported import ExportUnsupportedError, check_exportable
 __all__ = [
     'BackboneForExport', 'Detections', 'ExportError', 'ExportResult',
     'ExportUnsupportedError', 'ExportableRetinaNet',
-    'ExportableTwoStageDetector', 'batched_nms_keep',
+    'ExportableTwoStageDetector', 'SegmentorForExport', 'batched_nms_keep',
     'build_exportable_detector', 'check_exportable', 'decode_deltas',
     'detections_from_ort', 'export_onnx', 'graph_input', 'load_detector',
     'nms_keep_mask', 'onnx_translation_table', 'ort_run', 'ort_session',

@@ -11,7 +11,6 @@ import math
 from typing import Sequence, Tuple
 
 import torch
-import torchvision
 
 from .onnx_ops import nms_keep_mask
 
@@ -127,6 +126,7 @@ def roi_align_levels(features: Sequence[torch.Tensor], rois: torch.Tensor,
         Tensor: ``(K, C, *output_size)``.
     """
     out = None
+    import torchvision  # only detectors need it: not at package import
     for index, (feature, scale) in enumerate(zip(features, spatial_scales)):
         on_level = (levels == index)[:, None]
         level_rois = torch.where(on_level, rois, torch.zeros_like(rois))

@@ -64,12 +64,14 @@ def _decode(coder, priors, deltas, image_hw):
 
 
 class _Normalize(nn.Module):
-    """The data preprocessor's channel flip and normalisation."""
+    """The data preprocessor's channel flip and normalisation (mmdet's and
+    mmseg's, which names its flag without the underscore)."""
 
     def __init__(self, data_preprocessor: nn.Module) -> None:
         super().__init__()
         self.flip = bool(
-            getattr(data_preprocessor, '_channel_conversion', False))
+            getattr(data_preprocessor, '_channel_conversion', False)
+            or getattr(data_preprocessor, 'channel_conversion', False))
         self.enabled = bool(
             getattr(data_preprocessor, '_enable_normalize', False))
         if self.enabled:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 import torch
-import torchvision
 
 # Boxes whose score is below this value take no part in the suppression:
 # callers mark invalid boxes with a negative score (valid scores are
@@ -41,6 +40,7 @@ def nms_keep_mask(boxes: torch.Tensor, scores: torch.Tensor,
     keep = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device)
     candidates = torch.nonzero(scores >= IGNORE_SCORE_BELOW).squeeze(1)
     if candidates.numel() > 0:
+        import torchvision  # only detectors need it
         kept = torchvision.ops.nms(boxes[candidates].float(),
                                    scores[candidates].float(), iou_threshold)
         keep[candidates[kept]] = True

@@ -1,8 +1,13 @@
-from mmlaplacian.registry import MODELS, register_downstream
+"""The torch-only core: the backbone, its layers and the checkpoint filter.
+
+Registration into OpenMMLab's registries is :mod:`mmlaplacian.adapters.
+openmmlab`'s job; nothing here imports mmengine.
+"""
 from .backbones import LaplacianFormer
+from .classifier import LaplacianFormerClassifier
 from .layers import LaplacianAttention, set_inference_mode
 
-MODELS.register_module(module=LaplacianFormer)
-register_downstream(LaplacianFormer)
-
-__all__ = ['LaplacianFormer', 'LaplacianAttention', 'set_inference_mode']
+__all__ = [
+    'LaplacianFormer', 'LaplacianFormerClassifier', 'LaplacianAttention',
+    'set_inference_mode'
+]

@@ -25,7 +25,13 @@ def torch_load_full(filename, map_location=None):
     return torch.load(filename, map_location=map_location, weights_only=False)
 
 
-def _load_from_local(filename: str, map_location=None):
+def load_local_checkpoint(filename: str, map_location=None):
+    """Unpickle the local checkpoint ``filename`` (a full one included).
+
+    Raises:
+        FileNotFoundError: When the file does not exist.
+        RuntimeError: When it is no readable PyTorch checkpoint.
+    """
     filename = osp.expanduser(filename)
     if not osp.isfile(filename):
         raise FileNotFoundError(f'checkpoint file "{filename}" does not exist')
@@ -53,7 +59,7 @@ def install_mmengine_checkpoint_fix(
         from mmengine.runner.checkpoint import CheckpointLoader
     except ImportError:
         return False
-    local_loader = loader or _load_from_local
+    local_loader = loader or load_local_checkpoint
     CheckpointLoader.register_scheme(prefixes='', force=True)(local_loader)
     _INSTALLED = True
     return True

@@ -33,3 +33,34 @@ def test_backbone_runs_in_executorch(tmp_path):
         # within 1e-4 of the map's largest magnitude.
         relative = (out - ref).abs().max() / ref.abs().max()
         assert relative <= 1e-4, relative
+
+
+def test_segmentor_runs_in_executorch(tmp_path):
+    """The quick start's Semantic FPN (LaplacianFormer-T) as one program:
+    BGR image in, logits out, equal to mmseg's own ``predict``."""
+    from mmseg.apis import init_model
+    from mmseg.structures import SegDataSample
+
+    from mmlaplacian.deployment import SegmentorForExport
+    torch.manual_seed(0)
+    segmentor = init_model(
+        'configs/quickstart/sem_fpn_lf_tiny_synthetic_seg.py', device='cpu',
+        cfg_options={'model.backbone.init_cfg': None}).eval()
+    module = SegmentorForExport(segmentor)
+    image = 255 * torch.rand(1, 3, 96, 128,
+                             generator=torch.Generator().manual_seed(0))
+    sample = SegDataSample(metainfo=dict(img_shape=(96, 128),
+                                         ori_shape=(96, 128)))
+    with torch.no_grad():
+        data = segmentor.data_preprocessor(
+            dict(inputs=[image[0]], data_samples=[sample]), False)
+        predicted = segmentor.predict(**data)[0].seg_logits.data
+        expected = module(image)
+    assert torch.allclose(expected[0], predicted, atol=1e-5, rtol=0)
+    result = export_executorch(module, image, str(tmp_path / 'seg.pte'))
+    assert not [op for op in result.portable_ops if 'mmlaplacian' in op]
+    got = run_executorch(result.path, [image])[0]
+    assert got.shape == expected.shape
+    relative = (got - expected).abs().max() / expected.abs().max()
+    assert relative <= 1e-4, relative
+    assert torch.equal(got.argmax(1), expected.argmax(1))

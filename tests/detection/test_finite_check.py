@@ -80,7 +80,8 @@ def test_diverging_training_stops_at_the_first_nan(synthetic_coco, tmp_path,
 
 def test_nan_in_input_image_names_the_file(synthetic_coco, tmp_path,
                                            monkeypatch):
-    # Float TIFF images (read unchanged, as float32), one with a NaN pixel.
+    # Float images (read unchanged, as float32), one with a NaN pixel. PFM,
+    # not TIFF: OpenCV 4.x writes a float TIFF's NaN as 0, 5.x keeps it.
     with open(osp.join(synthetic_coco, 'annotations',
                        'instances_train.json')) as f:
         coco = json.load(f)
@@ -95,8 +96,11 @@ def test_nan_in_input_image_names_the_file(synthetic_coco, tmp_path,
         pixels = pixels.astype(np.float32)
         if index == 1:
             pixels[5, 7, 1] = np.nan
-        image['file_name'] = f'float_{index}.tiff'
-        assert cv2.imwrite(str(tmp_path / image['file_name']), pixels)
+        image['file_name'] = f'float_{index}.pfm'
+        path = str(tmp_path / image['file_name'])
+        assert cv2.imwrite(path, pixels)
+        written = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+        assert np.isnan(written).sum() == (index == 1)
     ann_file = tmp_path / 'float_images.json'
     ann_file.write_text(json.dumps(coco))
 
@@ -112,7 +116,7 @@ def test_nan_in_input_image_names_the_file(synthetic_coco, tmp_path,
     message = str(error.value)
     assert message.startswith('train iteration 1 (epoch 1): input image(s)')
     assert 'contain NaN or inf' in message
-    assert str(tmp_path / 'float_1.tiff') in message
+    assert str(tmp_path / 'float_1.pfm') in message
 
 
 def test_loader_without_batches_is_refused(synthetic_coco, tmp_path,

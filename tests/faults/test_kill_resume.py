@@ -1,16 +1,22 @@
-"""Training survives SIGKILL: ``tools/train.py --resume`` continues from the
-last complete checkpoint, however the run before it ended.
+"""Training survives SIGKILL and a full disk: ``tools/train.py --resume``
+continues from the last complete checkpoint, however the run before it
+ended.
 
 The run is the test RetinaNet (3 epochs of 4 iterations, a checkpoint per
-epoch, ``max_keep_ckpts=1``), killed at four points in turn, each time
+epoch, ``max_keep_ckpts=1``), stopped at five points in turn, each time
 resumed with ``--resume``:
 
-1. during epoch 1, before any checkpoint;
-2. half-way through writing ``epoch_1.pth`` (the first checkpoint);
-3. during epoch 2, ``epoch_1.pth`` complete;
-4. half-way through writing ``epoch_2.pth``, which (with
+1. killed during epoch 1, before any checkpoint;
+2. killed half-way through writing ``epoch_1.pth`` (the first checkpoint);
+3. killed during epoch 2, ``epoch_1.pth`` complete;
+4. killed half-way through writing ``epoch_2.pth``, which (with
    ``max_keep_ckpts=1``) mmengine would have deleted ``epoch_1.pth`` for
-   before writing.
+   before writing;
+5. a full disk while ``epoch_2.pth`` is written: the run stops with a clear
+   error and ``epoch_1.pth`` is left byte for byte. A file-size limit
+   (``ulimit -f``, RLIMIT_FSIZE) below the checkpoint's size stands in for
+   the full disk: the write fails with EFBIG, as it would with ENOSPC,
+   while the small log files still fit.
 
 A write is caught half-way deterministically: ``MMLAPLACIAN_PAUSE_IN_WRITE``
 makes the writer sleep once half of the file is on disk, and the test kills
@@ -19,8 +25,10 @@ once seeded, so the resumed run must end with the very weights, optimizer
 state, learning rates and losses of an uninterrupted run (the spread of
 uninterrupted runs is zero).
 """
+import hashlib
 import os
 import os.path as osp
+import resource
 
 import pytest
 import torch
@@ -60,13 +68,46 @@ def kill_mid_write(work_dir: str, env: dict, name: str) -> TrainingProcess:
     return run
 
 
+def sha256(path: str) -> str:
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def fill_disk_while_saving(work_dir: str, env: dict,
+                           checkpoint_size: int) -> None:
+    """Resume with a file-size limit of half a checkpoint: the next save
+    fails, and the checkpoint before it must stay as it was."""
+    previous = osp.join(work_dir, 'epoch_1.pth')
+    digest = sha256(previous)
+
+    def limit_file_size():
+        limit = checkpoint_size // 2
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    run = TrainingProcess(work_dir, env, ['--resume', *OPTIONS], 'full',
+                          preexec_fn=limit_file_size)
+    assert run.finish() != 0
+    out = run.text()
+    assert 'Epoch(train) [2][4/4]' in out  # it failed saving epoch 2
+    assert ('CheckpointWriteError: [Errno 27] could not write checkpoint '
+            f'{osp.join(work_dir, "epoch_2.pth")}: File too large (errno '
+            f'EFBIG). Nothing was left in its place: {previous} is intact '
+            'and is what --resume continues from. The disk (or a file-size '
+            f'limit or quota) is full: free space in {work_dir} and rerun '
+            'with --resume.') in out
+    assert checkpoints(work_dir) == ['epoch_1.pth']
+    assert sha256(previous) == digest
+    assert last_checkpoint(work_dir) == previous
+    assert temporaries(work_dir) == []
+
+
 def progress(work_dir: str) -> dict:
     """``{iteration: (lr, loss)}`` logged by the newest run."""
     return {r['iter']: (r['lr'], r['loss'])
             for r in read_scalars(work_dir) if 'loss' in r}
 
 
-def test_training_survives_sigkill_at_four_points(synthetic_env, tmp_path):
+def test_training_survives_sigkill_and_full_disk(synthetic_env, tmp_path):
     straight = str(tmp_path / 'straight')
     os.makedirs(straight)
     reference = TrainingProcess(straight, synthetic_env, OPTIONS, 'straight')
@@ -121,7 +162,11 @@ def test_training_survives_sigkill_at_four_points(synthetic_env, tmp_path):
     assert load(osp.join(work_dir, 'epoch_1.pth'))['meta']['iter'] == 4
     survived.append('writing epoch_2.pth')
 
-    # The last resume runs to the end, from epoch 1.
+    # 5. The disk fills while epoch_2.pth is written.
+    fill_disk_while_saving(work_dir, synthetic_env, full_size)
+    survived.append('full disk writing epoch_2.pth')
+
+    # With space again, the last resume runs to the end, from epoch 1.
     run = TrainingProcess(work_dir, synthetic_env, ['--resume', *OPTIONS],
                           'final')
     assert run.finish() == 0, run.text()[-6000:]
@@ -146,4 +191,4 @@ def test_training_survives_sigkill_at_four_points(synthetic_env, tmp_path):
     differing = [k for k, v in expected['state_dict'].items()
                  if not torch.equal(final['state_dict'][k], v)]
     assert differing == []
-    assert len(survived) == 4, survived
+    assert len(survived) == 5, survived

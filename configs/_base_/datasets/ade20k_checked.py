@@ -3,7 +3,7 @@
 # or 255), and a data root that an environment variable can move:
 #   ADE_ROOT=/data/ADEChallengeData2016 python tools/train.py CONFIG
 # Default: mmseg's standard path, data/ade/ADEChallengeData2016.
-_base_ = 'mmseg::_base_/datasets/ade20k.py'
+_base_ = '../mmseg/datasets/ade20k.py'
 
 data_root = '{{$ADE_ROOT:data/ade/ADEChallengeData2016}}'
 num_classes = 150

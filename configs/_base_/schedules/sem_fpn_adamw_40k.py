@@ -3,7 +3,7 @@
 # over 40k iterations, for 32 images per iteration (8 GPUs x 4). No weight
 # decay on normalisation layers, position embeddings and learnable
 # bandwidths, as in the detection recipe.
-_base_ = 'mmseg::_base_/schedules/schedule_40k.py'
+_base_ = '../mmseg/schedules/schedule_40k.py'
 
 optim_wrapper = dict(
     _delete_=True,

@@ -3,7 +3,7 @@
 # (power 1) to 0 at 160k iterations, for 16 images per iteration (8 GPUs x
 # 2). No weight decay on normalisation layers, position embeddings and
 # learnable bandwidths.
-_base_ = 'mmseg::_base_/schedules/schedule_160k.py'
+_base_ = '../mmseg/schedules/schedule_160k.py'
 
 optim_wrapper = dict(
     _delete_=True,

@@ -7,24 +7,28 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
-from mmengine.logging import print_log
-from mmengine.model import BaseModule
-from mmengine.model.weight_init import trunc_normal_
-from mmengine.runner.checkpoint import CheckpointLoader
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmlaplacian.ops.validation import autocast_enabled
+from mmlaplacian.utils.logging import log_info
 from mmlaplacian.utils.pretrained_checks import check_pretrained_checkpoint
 from ..layers import (DEFAULT_CHUNK_TOKENS, ConvBNReLU, ConvStem,
                       LaplacianFormerStage)
 from ..utils import STATE_DICT_VERSION, filter_checkpoint, upgrade_state_dict
+from ..utils.checkpoint_io import load_checkpoint_file
+from ..utils.weight_init import trunc_normal_
 
 ARCH_KEYS = {'embed_dims', 'depths', 'num_heads'}
 NUM_STAGES = 4
 
 
-class LaplacianFormer(BaseModule):
+class LaplacianFormer(nn.Module):
     """LaplacianFormer backbone (SOFT++ macro-architecture).
+
+    A plain ``nn.Module`` that needs torch only. It keeps the interface of
+    mmengine's ``BaseModule`` that OpenMMLab models call (``init_cfg``,
+    ``init_weights``, ``is_init``), so mmdet, mmseg and mmpretrain use it
+    like their own backbones once ``import mmlaplacian`` has registered it.
 
     Four :class:`LaplacianFormerStage` s at strides 4/8/16/32; each brings
     the map to its stride (the conv stem, then stride-2 convs), adds a
@@ -130,7 +134,9 @@ class LaplacianFormer(BaseModule):
                  with_cp: bool = False,
                  inference_chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
-        super().__init__(init_cfg=init_cfg)
+        super().__init__()
+        self.init_cfg = copy.deepcopy(init_cfg)
+        self._is_init = False
         self.arch_settings = self._resolve_arch(arch)
         self.embed_dims: List[int] = list(self.arch_settings['embed_dims'])
         self.depths: List[int] = list(self.arch_settings['depths'])
@@ -238,9 +244,24 @@ class LaplacianFormer(BaseModule):
                 f'model.to({x.dtype})) or run under torch.autocast')
 
     # ------------------------------------------------------------------ init
+    @property
+    def is_init(self) -> bool:
+        """Whether :meth:`init_weights` has run (read by mmengine's
+        ``BaseModule.init_weights`` of the model around this backbone)."""
+        return self._is_init
+
+    @is_init.setter
+    def is_init(self, value: bool) -> None:
+        self._is_init = value
+
     def init_weights(self) -> None:
         """Initialise from scratch, then load the ``Pretrained`` checkpoint
-        when ``init_cfg`` names one."""
+        when ``init_cfg`` names one.
+
+        Raises:
+            PretrainedNotFoundError: When the ``Pretrained`` file is missing
+                (the message gives the ways on).
+        """
         cfgs = self.init_cfg if isinstance(self.init_cfg, list) else [
             self.init_cfg
         ]
@@ -248,8 +269,6 @@ class LaplacianFormer(BaseModule):
             c for c in cfgs
             if isinstance(c, dict) and c.get('type') == 'Pretrained'
         ]
-        # Every parameter is initialised here, so BaseModule's generic
-        # init (and its per-parameter log) is not needed.
         self._init_from_scratch()
         if pretrained:
             # A missing file is refused with the ways on (none is published
@@ -294,8 +313,7 @@ class LaplacianFormer(BaseModule):
                 another variant (both variants and the first mismatching
                 key are named).
         """
-        raw = CheckpointLoader.load_checkpoint(
-            checkpoint, map_location=map_location)
+        raw = load_checkpoint_file(checkpoint, map_location=map_location)
         try:
             # Mismatched shapes are kept, to name the other variant below.
             result = filter_checkpoint(
@@ -313,11 +331,10 @@ class LaplacianFormer(BaseModule):
                 f'parameter, in our naming or SOFT-style (first keys: '
                 f'{first[:5]}); see tools/model_converters/'
                 'laplacianformer_to_mmdet.py for the key layouts it reads')
-        print_log(
+        log_info(
             f'LaplacianFormer: loaded {loaded} tensors from {checkpoint}; '
             f'missing {len(missing)}: {missing[:8]}; '
-            f'unexpected {len(unexpected)}: {unexpected[:8]}',
-            logger='current')
+            f'unexpected {len(unexpected)}: {unexpected[:8]}')
         return missing, unexpected
 
     def _check_same_variant(self, state: Dict[str, torch.Tensor],
@@ -341,10 +358,9 @@ class LaplacianFormer(BaseModule):
                 f'{tuple(state[key].shape)} vs {tuple(own[key].shape)}')
         for key in mismatched:
             state.pop(key)
-        print_log(
+        log_info(
             f'LaplacianFormer: {checkpoint}: left out {len(mismatched)} '
-            f'tensors of another shape: {mismatched[:8]}',
-            logger='current')
+            f'tensors of another shape: {mismatched[:8]}')
 
     def _upgrade_keys_hook(self, state_dict, prefix, local_metadata, *args,
                            **kwargs) -> None:
