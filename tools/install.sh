@@ -34,10 +34,11 @@ case "$STACK" in
 esac
 CONSTRAINTS=requirements/constraints/$STACK.txt
 # Every distribution of either stack: they install the same modules (mmcv,
-# mmengine, mmdet, mmseg, mmpretrain), and OpenCV's two wheels share cv2/.
+# mmengine, mmdet, mmseg, mmpretrain), OpenCV's two wheels share cv2/, and
+# the fork's mmdet brings imaug, which caps OpenCV below 4.13.
 STACK_DISTS='mmcv mmcv-full mmcv-lite mmengine mmengine-lite mmdet mmsegmentation mmpretrain
   onedl-mmcv onedl-mmengine onedl-mmdetection onedl-mmsegmentation onedl-mmpretrain
-  opencv-python opencv-python-headless'
+  imaug imagecorruptions-imaug opencv-python opencv-python-headless'
 # The version CONSTRAINTS pins for a distribution.
 pinned() {
   local version
@@ -120,7 +121,8 @@ for name in names:
         found.append(name)
     except metadata.PackageNotFoundError:
         pass
-ours = lambda n: n.startswith('opencv') or n.startswith('onedl-') == bool(prefix)
+fork = lambda n: n.startswith('onedl-') or 'imaug' in n
+ours = lambda n: n.startswith('opencv') or fork(n) == bool(prefix)
 print(int(any(not ours(n) for n in found)), ' '.join(found))
 PYEOF
 )
