@@ -10,9 +10,10 @@ import torch
 import torch.nn as nn
 
 from mmlaplacian.deployment import Detections
+from mmlaplacian.deployment.export import FEATURE_RTOL
 
-# Feature maps (fp32): max |ORT - PyTorch| / max(1, max |PyTorch|).
-FEATURE_RTOL = 1e-4
+# Feature maps (fp32) pass when max |ORT - PyTorch| / max(1, max |PyTorch|)
+# is at most FEATURE_RTOL.
 # Detections: matched boxes may differ by this many pixels, scores by this
 # much; a matched mask's pixels may disagree at this fraction of its area.
 BOX_ATOL = 0.05

@@ -14,7 +14,7 @@ the maintained fork with the same import names (onedl-*), see
 ``docs/frameworks.md``.
 """
 from mmlaplacian.models import LaplacianFormer
-from mmlaplacian.registry import MODELS, register_downstream
+from mmlaplacian.registry import MODELS, register
 from mmlaplacian.utils import install_mmengine_checkpoint_fix
 
 # mmengine 0.10.x cannot load its own checkpoints under torch >= 2.6
@@ -23,6 +23,4 @@ install_mmengine_checkpoint_fix()
 
 from mmlaplacian import datasets, engine  # noqa: E402,F401  (they register)
 
-if MODELS.module_dict.get('LaplacianFormer') is not LaplacianFormer:
-    MODELS.register_module(module=LaplacianFormer)
-register_downstream(LaplacianFormer)
+register(MODELS, 'MODELS')(LaplacianFormer)

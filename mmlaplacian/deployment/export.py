@@ -20,6 +20,10 @@ from mmlaplacian.ops.export_forms import (CHUNK_ELEMENTS, LAPLACE_FORMS,
 from .onnx_ops import onnx_translation_table
 
 DEFAULT_OPSET = 18
+# How close an exported program's feature maps (fp32) must stay to eager
+# PyTorch, relative to the largest reference magnitude: the tolerance of the
+# ONNX checks (benchmarks.onnx_compare) and of the ExecuTorch tool.
+FEATURE_RTOL = 1e-4
 # Standard ONNX: the default domain, under either of its names.
 STANDARD_DOMAINS = ('', 'ai.onnx')
 # --dynamic input sizes are multiples of the network stride, 32 x (4..256):

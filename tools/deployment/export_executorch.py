@@ -26,11 +26,9 @@ import torch.nn as nn
 from mmlaplacian.deployment import BackboneForExport
 from mmlaplacian.deployment.executorch_export import (export_executorch,
                                                       run_executorch)
+from mmlaplacian.deployment.export import FEATURE_RTOL
 from mmlaplacian.models import LaplacianFormer
 from mmlaplacian.ops import LAPLACE_FORMS
-
-# The ONNX exports' feature tolerance (docs/deployment.md).
-FEATURE_RTOL = 1e-4
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
