@@ -13,7 +13,7 @@ install:  ## set up everything in the active Python environment (STACK=upstream|
 # worker at a time; OpenMP threads sleep rather than spin while they wait,
 # as two workers share the cores.
 TEST_WORKERS ?= 2
-PYTEST = OMP_WAIT_POLICY=PASSIVE $(PYTHON) -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup
+PYTEST = OMP_WAIT_POLICY=PASSIVE PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test:  ## the whole test suite
 	$(PYTEST)

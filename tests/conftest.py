@@ -61,6 +61,7 @@ SHARED_FIXTURE_GROUPS = {
     'detection/test_train_eval.py': 'trained_mask_rcnn',
     'detection/test_distributed.py': 'trained_mask_rcnn',
     'detection/test_tools.py': 'trained_mask_rcnn',
+    'detection/test_feature_placement.py': 'trained_mask_rcnn',
 }
 
 
@@ -68,9 +69,17 @@ SHARED_FIXTURE_GROUPS = {
 def pytest_collection_modifyitems(config, items) -> None:
     """Group the tests by file for ``--dist loadgroup``: a file's module
     fixtures are built once, and files in :data:`SHARED_FIXTURE_GROUPS`
-    share a worker (and their session fixture)."""
+    share a worker (and their session fixture).
+
+    Groups with a ``slow`` test come first (``make test`` passes
+    ``--no-loadscope-reorder``, which keeps this order): started last, a
+    50-second group would leave the other worker idle at the end.
+    """
     tests_root = osp.dirname(osp.abspath(__file__))
+    groups = {}
     for item in items:
         path = osp.relpath(str(item.path), tests_root).replace(os.sep, '/')
-        group = SHARED_FIXTURE_GROUPS.get(path, path)
-        item.add_marker(pytest.mark.xdist_group(group))
+        groups[item] = SHARED_FIXTURE_GROUPS.get(path, path)
+        item.add_marker(pytest.mark.xdist_group(groups[item]))
+    slow = {groups[i] for i in items if i.get_closest_marker('slow')}
+    items.sort(key=lambda item: groups[item] not in slow)

@@ -11,8 +11,8 @@
 # *.JPEG (no annotation files needed; meta/{train,val}.txt are used when
 # present). Another root: --cfg-options train_dataloader.dataset.data_root=...
 _base_ = [
-    'mmpretrain::_base_/datasets/imagenet_bs64_swin_224.py',
-    'mmpretrain::_base_/default_runtime.py',
+    '../_base_/mmpretrain/datasets/imagenet_bs64_swin_224.py',
+    '../_base_/mmpretrain/default_runtime.py',
 ]
 custom_imports = dict(imports=['mmlaplacian'], allow_failed_imports=False)
 

@@ -8,10 +8,10 @@
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/ckpt.pth
 # Batch: 2 images per GPU; the recipe assumes 8 GPUs (16 images in all).
 _base_ = [
-    'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
-    'mmdet::_base_/datasets/coco_instance.py',
+    '../_base_/mmdet/models/mask-rcnn_r50_fpn.py',
+    '../_base_/mmdet/datasets/coco_instance.py',
     '../_base_/schedules/lf_adamw_1x.py',
-    'mmdet::_base_/default_runtime.py'
+    '../_base_/mmdet/default_runtime.py'
 ]
 custom_imports = dict(imports=['mmlaplacian'], allow_failed_imports=False)
 

@@ -5,10 +5,10 @@
 # gradients. FPN builds P3-P5 from them and P6-P7 from the last input.
 # Data, pretrained weights and batch size: see configs/mask_rcnn/lf_tiny_1x.py.
 _base_ = [
-    'mmdet::_base_/models/retinanet_r50_fpn.py',
-    'mmdet::_base_/datasets/coco_detection.py',
+    '../_base_/mmdet/models/retinanet_r50_fpn.py',
+    '../_base_/mmdet/datasets/coco_detection.py',
     '../_base_/schedules/lf_adamw_1x.py',
-    'mmdet::_base_/default_runtime.py'
+    '../_base_/mmdet/default_runtime.py'
 ]
 custom_imports = dict(imports=['mmlaplacian'], allow_failed_imports=False)
 

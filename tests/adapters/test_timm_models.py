@@ -120,3 +120,25 @@ def test_pretrained_loads_a_converted_backbone(tmp_path):
         pretrained_cfg_overlay=dict(file=str(path)))
     for key, value in backbone.state_dict().items():
         assert torch.equal(net.state_dict()[f'backbone.{key}'], value), key
+
+
+
+def test_models_are_registered_when_timm_is_imported_later():
+    """``import mmlaplacian`` leaves timm unloaded (it takes over a second)
+    and registers the models when timm is first imported; timm keeps its
+    own loader. (The other order is this file's: timm first.)"""
+    import subprocess
+    import sys
+    code = ('import mmlaplacian, sys\n'
+            'assert "timm" not in sys.modules\n'
+            'import timm\n'
+            'import importlib.machinery as m\n'
+            'assert type(timm.__spec__.loader) is m.SourceFileLoader\n'
+            'assert timm.__loader__ is timm.__spec__.loader\n'
+            'net = timm.create_model("laplacianformer_tiny")\n'
+            'print(type(net).__name__, '
+            'len(timm.list_models("laplacianformer*")))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ['LaplacianFormerClassifier', '5']

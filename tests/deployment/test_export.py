@@ -1,4 +1,4 @@
-"""Exports checked in onnxruntime: the Tiny backbone with dynamic shapes,
+"""Exports checked in onnxruntime: a small backbone with dynamic shapes,
 the Tiny Mask R-CNN and RetinaNet through the export tool, checked against
 mmdet by ``benchmarks.onnx_parity``, and a clear error for a config that
 cannot export."""
@@ -26,45 +26,6 @@ RETINANET = osp.join(REPO_ROOT,
                      'tests/deployment/configs/retinanet_spread_scores.py')
 
 
-class AttentionOnMap(torch.nn.Module):
-    """One LaplacianAttention on a ``(1, C, H, W)`` map."""
-
-    def __init__(self):
-        super().__init__()
-        from mmlaplacian import LaplacianAttention
-        self.attn = LaplacianAttention(32, num_heads=2)
-
-    def forward(self, image):
-        height, width = image.shape[-2:]
-        tokens = image.flatten(2).transpose(1, 2)
-        return self.attn(tokens, (height, width))
-
-
-def test_attention_exports_standard_ops_with_dynamic_grid(tmp_path):
-    from mmlaplacian.models.layers import landmark_grid
-    torch.manual_seed(0)
-    module = AttentionOnMap().eval()
-    path = str(tmp_path / 'attention.onnx')
-    generator = torch.Generator().manual_seed(0)
-    result = export_onnx(module,
-                         torch.randn(1, 32, 128, 128, generator=generator),
-                         path,
-                         dynamic=True,
-                         output_names=['tokens'])
-    # The Laplacian kernel, Newton-Schulz and the whitening as standard ops.
-    assert {'Abs', 'Exp', 'MatMul', 'Sqrt'} <= set(result.operators)
-    session = ort_session(path)
-    grids = set()
-    for shape in ((128, 128), (128, 384)):
-        grids.add(landmark_grid(shape, 49))
-        image = torch.randn(1, 32, *shape, generator=generator)
-        with torch.no_grad():
-            expected = module(image)
-        comparison = compare_features(ort_run(session, image), [expected])
-        assert comparison.ok, comparison.lines(['tokens'])
-    assert grids == {(7, 7), (4, 12)}
-
-
 @pytest.mark.slow
 def test_backbone_dynamic_three_sizes(tmp_path):
     """Every part of the backbone (stem, transitions, Laplacian stages 1-3,
@@ -72,6 +33,7 @@ def test_backbone_dynamic_three_sizes(tmp_path):
     export stays short (the dynamic graph sums the kernel one feature at a
     time); the fixed-size Tiny backbone is exported by the tool tests."""
     from mmlaplacian import LaplacianFormer
+    from mmlaplacian.models.layers import landmark_grid
     torch.manual_seed(0)
     arch = dict(embed_dims=[16, 32, 48, 64], depths=[1, 1, 1, 1],
                 num_heads=[2, 4, 6, 8])
@@ -85,10 +47,15 @@ def test_backbone_dynamic_three_sizes(tmp_path):
                          dynamic=True,
                          output_names=backbone.output_names)
     assert all(isinstance(d, str) for d in result.input_shape[2:])
+    # The Laplacian kernel, Newton-Schulz and the whitening as standard ops.
+    assert {'Abs', 'Exp', 'MatMul', 'Sqrt'} <= set(result.operators)
     session = ort_session(path)
     # Different aspect ratios give different landmark grids at stage 1
     # (6x8, 3x16, 8x6 pooled cells): the grid is not frozen in the graph.
-    for shape in ((128, 160), (128, 512), (256, 192)):
+    shapes = ((128, 160), (128, 512), (256, 192))
+    assert [landmark_grid((h // 4, w // 4), 49) for h, w in shapes] == [
+        (6, 8), (3, 16), (8, 6)]
+    for shape in shapes:
         image = torch.randn(1, 3, *shape, generator=generator)
         with torch.no_grad():
             expected = backbone(image)

@@ -6,6 +6,7 @@ import torch
 from detection_utils import MASK_RCNN_CONFIG, read_scalars, run_tool
 from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
+from mmengine.registry import DefaultScope
 
 from mmlaplacian.engine import enable_amp
 
@@ -29,7 +30,9 @@ def test_cpu_autocast_covers_backbone_only():
     if torch.cuda.is_available():
         pytest.skip('with a GPU, --amp uses mmengine\'s AmpOptimWrapper')
     assert enable_amp(cfg) == 'CPUAutocastOptimWrapper'
-    wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    # Built under mmdet's scope, as tools/train.py builds it.
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     seen = {}
 
     def record(name):

@@ -18,12 +18,17 @@ resumed with ``--resume``:
    the full disk: the write fails with EFBIG, as it would with ENOSPC,
    while the small log files still fit.
 
+The last run is given the checkpoint by path (``--resume epoch_1.pth``);
+the ones before find it themselves (``--resume`` alone).
+
 A write is caught half-way deterministically: ``MMLAPLACIAN_PAUSE_IN_WRITE``
 makes the writer sleep once half of the file is on disk, and the test kills
 it while the temporary file exists. RetinaNet trains without randomness
 once seeded, so the resumed run must end with the very weights, optimizer
 state, learning rates and losses of an uninterrupted run (the spread of
-uninterrupted runs is zero).
+uninterrupted runs is zero). mmengine does not restore random-number
+generator states on resume, so detectors that sample proposals at random
+(Mask R-CNN) would only agree statistically.
 """
 import hashlib
 import os
@@ -166,17 +171,20 @@ def test_training_survives_sigkill_and_full_disk(synthetic_env, tmp_path):
     fill_disk_while_saving(work_dir, synthetic_env, full_size)
     survived.append('full disk writing epoch_2.pth')
 
-    # With space again, the last resume runs to the end, from epoch 1.
-    run = TrainingProcess(work_dir, synthetic_env, ['--resume', *OPTIONS],
-                          'final')
+    # With space again, the last resume runs to the end, from epoch 1,
+    # named by path this time.
+    run = TrainingProcess(
+        work_dir, synthetic_env,
+        ['--resume', osp.join(work_dir, 'epoch_1.pth'), *OPTIONS], 'final')
     assert run.finish() == 0, run.text()[-6000:]
     assert 'resumed epoch: 1, iter: 4' in run.text()
     assert checkpoints(work_dir) == ['epoch_3.pth']
     assert temporaries(work_dir) == []
     final = load(osp.join(work_dir, 'epoch_3.pth'))
     assert final['meta']['epoch'] == 3 and final['meta']['iter'] == 12
-    # Counters, learning rates and losses continue from iteration 5 as in
-    # the uninterrupted run.
+    # Counters, learning rates and losses (their running means too: the log
+    # history is restored) continue from iteration 5 as in the
+    # uninterrupted run.
     assert progress(work_dir) == {
         i: expected_progress[i] for i in range(5, 13)}
     # The optimizer state continued (AdamW's step counts and moments) and

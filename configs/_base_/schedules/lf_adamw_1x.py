@@ -2,7 +2,7 @@
 # AdamW (lr 1e-4, weight decay 0.05), no weight decay on normalisation
 # layers, position embeddings and the learnable bandwidths, a 1000-iteration
 # linear warm-up and steps at epochs 8 and 11 (mmdet's Swin 1x recipe).
-_base_ = 'mmdet::_base_/schedules/schedule_1x.py'
+_base_ = '../mmdet/schedules/schedule_1x.py'
 
 max_epochs = 12
 train_cfg = dict(max_epochs=max_epochs)
