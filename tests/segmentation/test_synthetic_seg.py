@@ -91,25 +91,30 @@ def test_same_seed_same_bytes_and_completeness(tmp_path):
     assert not is_complete_seg(str(tmp_path / 'absent'))
 
 
-def test_cli_writes_and_then_keeps_the_dataset(tmp_path):
+def test_cli_writes_and_then_keeps_the_dataset(tmp_path, load_script,
+                                              capsys):
     out = tmp_path / 'seg'
     args = [
-        'tools/dataset_converters/make_synthetic_seg.py', '--out',
-        str(out), '--train', '2', '--val', '1', '--size', '48',
+        '--out', str(out), '--train', '2', '--val', '1', '--size', '48',
         '--skip-if-complete'
     ]
-    assert 'train: 2 images' in run_tool(args).stdout
+    script = 'tools/dataset_converters/make_synthetic_seg.py'
+    # The command line, once to write and once to refuse; in between its
+    # main() (the same code, without a process start each time).
+    assert 'train: 2 images' in run_tool([script, *args]).stdout
     with open(out / 'meta.json') as f:
         meta = json.load(f)
     assert meta['classes'] == list(SEG_CLASSES)
     assert meta['counts'] == {'train': 2, 'val': 1}
-    assert 'not generating it again' in run_tool(args).stdout
+    tool = load_script(script)
+    tool.main(args)
+    assert 'not generating it again' in capsys.readouterr().out
     # Other shape sizes are another dataset: written again.
-    bigger = run_tool(args + ['--radius', '0.15', '0.3']).stdout
-    assert 'train: 2 images' in bigger
+    tool.main(args + ['--radius', '0.15', '0.3'])
+    assert 'train: 2 images' in capsys.readouterr().out
     with open(out / 'meta.json') as f:
         assert json.load(f)['radius_range'] == [0.15, 0.3]
-    reversed_range = run_tool(args + ['--radius', '0.3', '0.15'],
+    reversed_range = run_tool([script, *args, '--radius', '0.3', '0.15'],
                               expect_success=False)
     assert reversed_range.returncode != 0
     assert 'radius_range must satisfy' in reversed_range.stdout
