@@ -10,8 +10,10 @@ install:  ## set up everything in the active Python environment (STACK=upstream|
 	STACK=$(STACK) bash tools/install.sh
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file per
-# worker at a time; OpenMP threads sleep rather than spin while they wait,
-# as two workers share the cores.
+# worker at a time, in the order tests/conftest.py gives (slow files first);
+# OpenMP threads sleep rather than spin while they wait, as two workers share
+# the cores; bytecode is cached even where PYTHONDONTWRITEBYTECODE is set, so
+# the suite's ~90 tool processes do not each recompile the package.
 TEST_WORKERS ?= 2
 PYTEST = OMP_WAIT_POLICY=PASSIVE PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
