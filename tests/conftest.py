@@ -55,31 +55,29 @@ def coco_mini() -> str:
     return path
 
 
-# Test files that share a session fixture too costly to build twice: under
-# pytest-xdist (`make test`) they run in one worker.
-SHARED_FIXTURE_GROUPS = {
-    'detection/test_train_eval.py': 'trained_mask_rcnn',
-    'detection/test_distributed.py': 'trained_mask_rcnn',
-    'detection/test_tools.py': 'trained_mask_rcnn',
-    'detection/test_feature_placement.py': 'trained_mask_rcnn',
-}
+# Session fixtures too costly to build twice: under pytest-xdist
+# (`make test`) every file that uses one (directly or through another
+# fixture) runs in one worker, which builds it once.
+SHARED_FIXTURES = ('trained_mask_rcnn', )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     """Group the tests by file for ``--dist loadgroup``: a file's module
-    fixtures are built once, and files in :data:`SHARED_FIXTURE_GROUPS`
-    share a worker (and their session fixture).
+    fixtures are built once, and the files that use one of
+    :data:`SHARED_FIXTURES` share a worker (and that session fixture).
 
     Groups with a ``slow`` test come first (``make test`` passes
     ``--no-loadscope-reorder``, which keeps this order): started last, a
     50-second group would leave the other worker idle at the end.
     """
     tests_root = osp.dirname(osp.abspath(__file__))
-    groups = {}
+    files = {item: osp.relpath(str(item.path), tests_root).replace(
+        os.sep, '/') for item in items}
+    shared = {files[item]: name for item in items for name in SHARED_FIXTURES
+              if name in item.fixturenames}
+    groups = {item: shared.get(files[item], files[item]) for item in items}
     for item in items:
-        path = osp.relpath(str(item.path), tests_root).replace(os.sep, '/')
-        groups[item] = SHARED_FIXTURE_GROUPS.get(path, path)
         item.add_marker(pytest.mark.xdist_group(groups[item]))
     slow = {groups[i] for i in items if i.get_closest_marker('slow')}
     items.sort(key=lambda item: groups[item] not in slow)
