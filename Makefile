@@ -12,10 +12,14 @@ install:  ## set up everything in the active Python environment (STACK=upstream|
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file per
 # worker at a time, in the order tests/conftest.py gives (slow files first);
 # OpenMP threads sleep rather than spin while they wait, as two workers share
-# the cores; bytecode is cached even where PYTHONDONTWRITEBYTECODE is set, so
-# the suite's ~90 tool processes do not each recompile the package.
+# the cores; glibc keeps freed memory for reuse instead of mapping and
+# page-faulting large tensors afresh (docs/benchmarks.md, "The allocator
+# matters ...");
+# bytecode is cached even where PYTHONDONTWRITEBYTECODE is set, so the
+# suite's ~90 tool processes do not each recompile the package.
 TEST_WORKERS ?= 2
-PYTEST = OMP_WAIT_POLICY=PASSIVE PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+KEEP_FREED_MEMORY = MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184
+PYTEST = OMP_WAIT_POLICY=PASSIVE $(KEEP_FREED_MEMORY) PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test:  ## the whole test suite
 	$(PYTEST)

@@ -70,9 +70,10 @@ MODES = ('fwd', 'fwdbwd')
 # Environment of a case's subprocess per ``--allocators`` entry. glibc
 # serves allocations above 32 MB with fresh mmaps, so every pass page-faults
 # its large tensors in again (they first appear at detection resolution);
-# ``no-mmap`` serves them from the heap and keeps freed memory for reuse.
-ALLOCATOR_ENV: Dict[str, Dict[str, str]] = {
-    'default': {},
+# ``no-mmap`` serves them from the heap and keeps freed memory for reuse;
+# ``default`` is glibc's own, whatever the calling shell sets.
+ALLOCATOR_ENV: Dict[str, Dict[str, Optional[str]]] = {
+    'default': dict(MALLOC_MMAP_THRESHOLD_=None, MALLOC_TRIM_THRESHOLD_=None),
     'no-mmap': dict(MALLOC_MMAP_THRESHOLD_=str(2**34),
                     MALLOC_TRIM_THRESHOLD_=str(2**34)),
 }

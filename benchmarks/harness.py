@@ -50,7 +50,7 @@ def worker_main(run_case: Callable[[dict], dict], spec_json: str) -> None:
 def run_in_subprocess(entry: Union[str, Sequence[str]],
                       spec: dict,
                       timeout: Optional[float] = None,
-                      env: Optional[Dict[str, str]] = None,
+                      env: Optional[Dict[str, Optional[str]]] = None,
                       echo: bool = False) -> dict:
     """Run ``python -m entry --worker JSON(spec)`` in the repository root;
     never raises for a case.
@@ -61,7 +61,8 @@ def run_in_subprocess(entry: Union[str, Sequence[str]],
             interpreter arguments that start one (``['-c', CODE]``).
         spec (dict): The case, passed as JSON.
         timeout (float, optional): Seconds before the case is killed.
-        env (dict, optional): Variables added to this process's environment.
+        env (dict, optional): Variables added to this process's environment;
+            a value of ``None`` removes the variable.
         echo (bool): Print the worker's standard output.
 
     Returns:
@@ -70,11 +71,13 @@ def run_in_subprocess(entry: Union[str, Sequence[str]],
     """
     start = ['-m', entry] if isinstance(entry, str) else list(entry)
     cmd = [sys.executable, *start, '--worker', json.dumps(spec)]
+    environment = {name: value for name, value in
+                   dict(os.environ, **(env or {})).items() if value is not None}
     try:
         # From the repository root, `python -m` finds the benchmarks package.
         proc = subprocess.run(
             cmd, capture_output=True, text=True, timeout=timeout,
-            cwd=REPO_ROOT, env=dict(os.environ, **(env or {})))
+            cwd=REPO_ROOT, env=environment)
     except subprocess.TimeoutExpired:
         return dict(spec, status='timeout', message=f'> {timeout:g} s')
     if echo:

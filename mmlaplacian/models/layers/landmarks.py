@@ -7,11 +7,6 @@ from typing import Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-try:  # torch >= 2.2; symbolic sizes only occur in dynamic-shape export
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
-except ImportError:  # pragma: no cover
-    statically_known_true = bool
-
 
 def landmark_grid(hw_shape: Tuple[int, int],
                   num_landmarks: int) -> Tuple[int, int]:
@@ -60,6 +55,10 @@ def sizes_known_equal(sizes: Sequence, others: Sequence) -> bool:
     for size, other in zip(sizes, others):
         same = size == other
         if isinstance(same, torch.SymBool):
+            # Imported here: sympy, behind it, costs half a second to load,
+            # and symbolic sizes only occur when it is loaded already.
+            from torch.fx.experimental.symbolic_shapes import \
+                statically_known_true
             same = statically_known_true(same)
         if not same:
             return False
