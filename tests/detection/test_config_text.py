@@ -1,5 +1,6 @@
 """The runner's config formats its text once per content, and the text is
 mmengine's."""
+import contextlib
 import copy
 import pickle
 from unittest import mock
@@ -7,15 +8,24 @@ from unittest import mock
 import mmengine.config.config as mmengine_config
 from detection_utils import MASK_RCNN_CONFIG
 from mmengine.config import Config
+from yapf.yapflib import yapf_api
 
 from mmlaplacian.engine import read_config
 from mmlaplacian.engine.config_text import FormattedOnceConfig
 
 
+@contextlib.contextmanager
 def formatting_calls():
-    """Counts yapf's runs inside mmengine (the real formatter runs)."""
-    return mock.patch.object(mmengine_config, 'FormatCode',
-                             wraps=mmengine_config.FormatCode)
+    """Counts yapf's runs inside mmengine (the real formatter runs).
+    mmengine 0.10.7 binds ``FormatCode`` when its config module loads, the
+    maintained fork imports it from yapf inside ``pretty_text``."""
+    spy = mock.Mock(wraps=yapf_api.FormatCode)
+    with contextlib.ExitStack() as patches:
+        for module in (yapf_api, mmengine_config):
+            if hasattr(module, 'FormatCode'):
+                patches.enter_context(
+                    mock.patch.object(module, 'FormatCode', spy))
+        yield spy
 
 
 def test_text_is_mmengines_and_formatted_once_per_content():
