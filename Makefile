@@ -13,10 +13,10 @@ install:  ## set up everything in the active Python environment (STACK=upstream|
 # worker at a time, in the order tests/conftest.py gives (slow files first);
 # OpenMP threads sleep rather than spin while they wait, as two workers share
 # the cores; glibc keeps freed memory for reuse instead of mapping and
-# page-faulting large tensors afresh (docs/benchmarks.md, "The allocator
-# matters ...");
-# bytecode is cached even where PYTHONDONTWRITEBYTECODE is set, so the
-# suite's ~90 tool processes do not each recompile the package.
+# page-faulting large tensors afresh (the allocator section of
+# docs/benchmarks.md); bytecode is cached even where PYTHONDONTWRITEBYTECODE
+# is set, so the suite's ~90 tool processes do not each recompile the
+# package.
 TEST_WORKERS ?= 2
 KEEP_FREED_MEMORY = MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184
 PYTEST = OMP_WAIT_POLICY=PASSIVE $(KEEP_FREED_MEMORY) PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder

@@ -72,10 +72,11 @@ MODES = ('fwd', 'fwdbwd')
 # its large tensors in again (they first appear at detection resolution);
 # ``no-mmap`` serves them from the heap and keeps freed memory for reuse;
 # ``default`` is glibc's own, whatever the calling shell sets.
+_KEEP_FREED_MEMORY = dict(MALLOC_MMAP_THRESHOLD_=str(2**34),
+                          MALLOC_TRIM_THRESHOLD_=str(2**34))
 ALLOCATOR_ENV: Dict[str, Dict[str, Optional[str]]] = {
-    'default': dict(MALLOC_MMAP_THRESHOLD_=None, MALLOC_TRIM_THRESHOLD_=None),
-    'no-mmap': dict(MALLOC_MMAP_THRESHOLD_=str(2**34),
-                    MALLOC_TRIM_THRESHOLD_=str(2**34)),
+    'default': dict.fromkeys(_KEEP_FREED_MEMORY),  # None: unset
+    'no-mmap': _KEEP_FREED_MEMORY,
 }
 
 

@@ -2,6 +2,9 @@
 ``features_only`` with the right ``feature_info``, timm's model interface,
 and checkpoints of our mmpretrain configs and converter loaded by
 ``pretrained=True``."""
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -122,13 +125,10 @@ def test_pretrained_loads_a_converted_backbone(tmp_path):
         assert torch.equal(net.state_dict()[f'backbone.{key}'], value), key
 
 
-
 def test_models_are_registered_when_timm_is_imported_later():
     """``import mmlaplacian`` leaves timm unloaded (it takes over a second)
     and registers the models when timm is first imported; timm keeps its
     own loader. (The other order is this file's: timm first.)"""
-    import subprocess
-    import sys
     code = ('import mmlaplacian, sys\n'
             'assert "timm" not in sys.modules\n'
             'import timm\n'
