@@ -34,4 +34,24 @@ def test_example_runs(index, repo_root, tmp_path, monkeypatch):
     # Config paths are relative to the repository; files go to tmp_path.
     code = code.replace("'configs/", f"'{repo_root}/configs/")
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, f'README example {index}', 'exec'), {})
+    names = {}
+    exec(compile(code, f'README example {index}', 'exec'), names)
+    if index == 2:
+        check_exported_tiny_matches_eager(names)
+
+
+def check_exported_tiny_matches_eager(names: dict) -> None:
+    """The deployment example's file holds the fixed-size Tiny backbone:
+    onnxruntime gives eager PyTorch's feature maps (the detector tests
+    export a narrower backbone)."""
+    import torch
+
+    from benchmarks.onnx_compare import compare_features
+    from mmlaplacian.deployment import ort_run, ort_session
+    model, image = names['model'], names['image']
+    assert model.backbone.embed_dims == [64, 128, 320, 512]
+    with torch.no_grad():
+        expected = model(image)
+    comparison = compare_features(
+        ort_run(ort_session('lf_tiny.onnx'), image), expected)
+    assert comparison.ok, comparison.lines(model.output_names)

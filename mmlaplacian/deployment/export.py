@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
@@ -126,7 +126,18 @@ def _input_dims(model) -> List:
     return [d.dim_param if d.dim_param else d.dim_value for d in dims]
 
 
-def export_onnx(module: nn.Module,
+def _has_symbolic_input(program: torch.export.ExportedProgram) -> bool:
+    """Whether a user input of ``program`` has a symbolic size."""
+    inputs = set(program.graph_signature.user_inputs)
+    for node in program.graph.nodes:
+        value = node.meta.get('val') if node.name in inputs else None
+        if isinstance(value, torch.Tensor) and not all(
+                isinstance(size, int) for size in value.shape):
+            return True
+    return False
+
+
+def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
                 example: torch.Tensor,
                 path: str,
                 opset: int = DEFAULT_OPSET,
@@ -139,12 +150,16 @@ def export_onnx(module: nn.Module,
     """Export ``module(example)`` to ``path`` with standard operators only.
 
     Args:
-        module (nn.Module): In eval mode; takes one ``(1, 3, H, W)`` tensor.
+        module (nn.Module | ExportedProgram): In eval mode; takes one
+            ``(1, 3, H, W)`` tensor. Or what ``torch.export.export`` made of
+            such a module, which is then not exported again: its sizes are
+            dynamic if the program's are.
         example (Tensor): The example input.
         path (str): Output ``.onnx`` file.
         opset (int): ONNX opset (>= 16 for ``RoiAlign`` with half-pixel
             alignment). Defaults to 18.
-        dynamic (bool): Make H and W symbolic (multiples of 32).
+        dynamic (bool): Make H and W symbolic (multiples of 32). With an
+            exported program, whether its sizes must be symbolic.
         output_names (sequence[str], optional): Names of the outputs.
         input_name (str): Name of the input. Defaults to ``'image'``.
         optimize (bool): Run onnxscript's graph optimizer (constant folding,
@@ -164,8 +179,9 @@ def export_onnx(module: nn.Module,
 
     Raises:
         ValueError: ``opset < 16``, a size that is not a multiple of 32
-            with ``dynamic``, an unknown ``laplace``, or
-            ``laplace='chunked'`` with ``dynamic``.
+            with ``dynamic``, an unknown ``laplace``,
+            ``laplace='chunked'`` with ``dynamic``, or ``dynamic`` with a
+            program exported with static sizes.
         ExportError: The graph holds a non-standard operator, or a dynamic
             export came out with a fixed input size.
     """
@@ -174,6 +190,16 @@ def export_onnx(module: nn.Module,
     if opset < 16:
         raise ValueError(f'opset {opset} is too old: RoiAlign with '
                          f'half-pixel alignment needs opset >= 16')
+    program = module if isinstance(
+        module, torch.export.ExportedProgram) else None
+    if program is not None:
+        symbolic = _has_symbolic_input(program)
+        if dynamic and not symbolic:
+            raise ValueError(
+                'dynamic=True, but the program was exported with static '
+                'sizes: export the module itself with dynamic=True, or pass '
+                'torch.export.export(..., dynamic_shapes=...)')
+        dynamic = symbolic
     laplace = laplace or ('per-feature' if dynamic else 'chunked')
     if laplace not in LAPLACE_FORMS:
         raise ValueError(f'laplace must be one of {LAPLACE_FORMS}, got '
@@ -183,7 +209,7 @@ def export_onnx(module: nn.Module,
                          '(its chunk count is fixed in the graph); use '
                          "laplace='per-feature' with dynamic")
     dynamic_shapes = None
-    if dynamic:
+    if dynamic and program is None:
         bad = [s for s in example.shape[-2:] if s % SIZE_MULTIPLE]
         if bad:
             raise ValueError(f'--dynamic needs an example size that is a '
@@ -201,7 +227,7 @@ def export_onnx(module: nn.Module,
         }, )
     start = time.perf_counter()
     with torch.no_grad():
-        exported = torch.export.export(
+        exported = program if program is not None else torch.export.export(
             module.eval(), (example, ), dynamic_shapes=dynamic_shapes)
         exported = exported.run_decompositions(
             export_decompositions(laplace, chunk_elements))

@@ -1,7 +1,9 @@
 """Exports checked in onnxruntime: a small backbone with dynamic shapes,
-the Tiny Mask R-CNN and RetinaNet through the export tool, checked against
-mmdet by ``benchmarks.onnx_parity``, and a clear error for a config that
-cannot export."""
+the test configs' Mask R-CNN and RetinaNet (a narrow LaplacianFormer)
+through the export tool, checked against mmdet by
+``benchmarks.onnx_parity``, and a clear error for a config that cannot
+export. The fixed-size Tiny backbone is checked by the README's deployment
+example (tests/test_readme_examples.py)."""
 import os.path as osp
 
 import numpy as np
@@ -32,8 +34,7 @@ def test_backbone_dynamic_three_sizes(tmp_path):
     softmax stage 4) in one block per stage with 4 dims per head and 4
     Newton-Schulz steps, so the export stays short (symbolic sizes make
     each node costly to trace, and the dynamic graph sums the kernel one
-    feature at a time); the fixed-size Tiny backbone is exported by the
-    tool tests."""
+    feature at a time)."""
     from mmlaplacian import LaplacianFormer
     from mmlaplacian.models.layers import landmark_grid
     torch.manual_seed(0)
@@ -147,3 +148,18 @@ def test_detection_comparison_detects_a_difference():
     differs = compare_detections(Detections(moved, ref.scores, ref.labels),
                                  ref)
     assert not differs.ok and differs.matched == 1
+
+
+def test_dynamic_needs_a_program_with_symbolic_sizes(tmp_path):
+    """An exported program is taken as it is: asking for dynamic sizes of
+    one exported with static sizes is refused before any work."""
+    from mmlaplacian import LaplacianFormer
+    arch = dict(embed_dims=[16, 32, 48, 64], depths=[1, 1, 1, 1],
+                num_heads=[4, 8, 12, 16])
+    backbone = BackboneForExport(LaplacianFormer(arch=arch).eval())
+    image = torch.randn(1, 3, 64, 64)
+    program = torch.export.export(backbone, (image, ))
+    path = tmp_path / 'small.onnx'
+    with pytest.raises(ValueError, match='exported with static sizes'):
+        export_onnx(program, image, str(path), dynamic=True)
+    assert not path.exists()

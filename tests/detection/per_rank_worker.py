@@ -2,10 +2,12 @@
 arguments replaced by the worker's rank.
 
 Giving each rank its own work directory shows which files each rank
-writes: with one writer per file, rank 1's stays empty.
+writes: with one writer per file, rank 1's stays empty. ``dist_test.sh``
+and ``dist_train.sh`` start their workers this way when ``$PYTHON`` is
+``per_rank_python.sh``:
 
-    python -m torch.distributed.run --nproc_per_node 2 per_rank_worker.py \
-        tools/test.py CONFIG CKPT --work-dir DIR/rank{rank} --launcher pytorch
+    PYTHON=tests/detection/per_rank_python.sh REAL_PYTHON=python \\
+        bash tools/dist_test.sh CONFIG CKPT 2 --work-dir DIR/rank{rank}
 """
 import os
 import runpy

@@ -2,13 +2,12 @@
 import glob
 import os
 import os.path as osp
-import subprocess
 import sys
 
 import pytest
 import torch
-from detection_utils import (MASK_RCNN_CONFIG, REPO_ROOT, free_port,
-                             read_test_metrics, run_tool)
+from detection_utils import (MASK_RCNN_CONFIG, free_port, read_test_metrics,
+                             run_tool)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -37,27 +36,6 @@ def test_dist_train_two_processes(synthetic_env, tmp_path):
     assert checkpoint['meta']['iter'] == 2
 
 
-def test_dist_test_two_processes(trained_mask_rcnn, mask_rcnn_test_run,
-                                 synthetic_env, tmp_path):
-    env = dict(synthetic_env, PORT=str(free_port()))
-    proc = run_tool([
-        'tools/dist_test.sh', MASK_RCNN_CONFIG,
-        trained_mask_rcnn['checkpoint'], '2', '--work-dir',
-        str(tmp_path), '--cfg-options', *trained_mask_rcnn['evaluate']
-    ], env=env)
-    # 4 images, 2 per process and batch 2: one batch each, gathered once.
-    assert 'Epoch(test) [1/1]' in proc.stdout
-    assert proc.stdout.count(
-        'Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all') == 2
-    # Splitting the images over two processes changes no metric of the
-    # single-process run (the same weights and images).
-    split = read_test_metrics(str(tmp_path))
-    whole = read_test_metrics(mask_rcnn_test_run['work_dir'])
-    coco_keys = [k for k in whole if k.startswith('coco/')]
-    assert len(coco_keys) > 10
-    assert {k: split[k] for k in coco_keys} == {k: whole[k] for k in coco_keys}
-
-
 def files_under(folder) -> list:
     """Every file below ``folder`` (folders alone do not count)."""
     return sorted(
@@ -65,26 +43,33 @@ def files_under(folder) -> list:
         for d, _, names in os.walk(folder) for f in names)
 
 
-def test_rank_one_writes_no_file(trained_mask_rcnn, synthetic_env, tmp_path):
-    """Each rank gets its own work directory: whatever rank 1 writes lands
-    in its own and is seen there. mmengine's LoggerHook dumps the test
-    metrics on every rank (two writers of one file when the directory is
-    shared); with RankZeroLoggerHook rank 1 writes nothing, not the metrics,
-    nor the --out predictions, the --show-dir pictures or the logs."""
-    worker = osp.join(osp.dirname(osp.abspath(__file__)),
-                      'per_rank_worker.py')
-    proc = subprocess.run([
-        sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',
-        f'--master_port={free_port()}', worker, 'tools/test.py',
-        MASK_RCNN_CONFIG, trained_mask_rcnn['checkpoint'], '--work-dir',
+def test_dist_test_two_processes(trained_mask_rcnn, mask_rcnn_test_run,
+                                 synthetic_env, tmp_path):
+    """Two processes give the single-process run's metrics, and rank 1
+    writes no file.
+
+    Each rank gets its own work directory (``per_rank_python.sh`` runs
+    each rank's tools/test.py through ``per_rank_worker.py``), so whatever
+    rank 1 writes lands in its own and is seen there. mmengine's LoggerHook
+    dumps the test metrics on every rank (two writers of one file when the
+    directory is shared); with RankZeroLoggerHook rank 1 writes nothing,
+    not the metrics, nor the --out predictions, the --show-dir pictures or
+    the logs."""
+    env = dict(synthetic_env, PORT=str(free_port()),
+               PYTHON=osp.join(osp.dirname(osp.abspath(__file__)),
+                               'per_rank_python.sh'),
+               REAL_PYTHON=sys.executable)
+    proc = run_tool([
+        'tools/dist_test.sh', MASK_RCNN_CONFIG,
+        trained_mask_rcnn['checkpoint'], '2', '--work-dir',
         str(tmp_path / 'rank{rank}'), '--out',
         str(tmp_path / 'rank{rank}' / 'predictions.pkl'), '--show-dir',
-        'painted', '--launcher', 'pytorch', '--cfg-options',
-        *trained_mask_rcnn['evaluate']
-    ], cwd=REPO_ROOT, env=synthetic_env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-8000:]
+        'painted', '--cfg-options', *trained_mask_rcnn['evaluate']
+    ], env=env)
+    # 4 images, 2 per process and batch 2: one batch each, gathered once.
     assert 'Epoch(test) [1/1]' in proc.stdout
+    assert proc.stdout.count(
+        'Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all') == 2
     written = files_under(tmp_path / 'rank0')
     run = osp.basename(osp.dirname(next(p for p in written
                                         if p.endswith('.log'))))
@@ -92,3 +77,10 @@ def test_rank_one_writes_no_file(trained_mask_rcnn, synthetic_env, tmp_path):
     assert 'predictions.pkl' in written
     assert any(p.startswith(f'{run}/painted/') for p in written)
     assert files_under(tmp_path / 'rank1') == []
+    # Splitting the images over two processes changes no metric of the
+    # single-process run (the same weights and images).
+    split = read_test_metrics(str(tmp_path / 'rank0'))
+    whole = read_test_metrics(mask_rcnn_test_run['work_dir'])
+    coco_keys = [k for k in whole if k.startswith('coco/')]
+    assert len(coco_keys) > 10
+    assert {k: split[k] for k in coco_keys} == {k: whole[k] for k in coco_keys}

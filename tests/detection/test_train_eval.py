@@ -3,12 +3,14 @@
 The session's Mask R-CNN over-fits 4 synthetic images (20 epochs, 40
 iterations, from random initialisation) and is evaluated on the same
 images, so its AP must clear a floor. Measured on the 2-core CPU machine
-(2026-11-30) with the same data and schedule, three seeds: box AP
-0.550 / 0.605 / 0.542 (AP50 1.000 / 0.946 / 0.902), mask AP
-0.442 / 0.496 / 0.467 (AP50 0.916 / 0.946 / 0.877). After 12 epochs the
-same runs gave box AP 0.06-0.31: 20 epochs is where all seeds have learnt.
-The floors sit well below the lowest of these; a detector that finds
-nothing, or weights that did not load, score near 0.
+(2026-12-01) with the same data and schedule and the test config's narrow
+backbone, three seeds: box AP 0.467 / 0.578 / 0.664 (AP50 0.876 / 0.875 /
+0.975), mask AP 0.509 / 0.469 / 0.519 (AP50 0.876 / 0.852 / 0.891). With
+the Tiny backbone (2026-11-30) the same seeds gave box AP 0.542-0.605 and
+mask AP 0.442-0.496, and after 12 epochs box AP 0.06-0.31: 20 epochs is
+where all seeds have learnt. The floors sit well below the lowest of
+these; a detector that finds nothing, or weights that did not load, score
+near 0.
 """
 import glob
 import math

@@ -1,7 +1,16 @@
 # The quick-start Mask R-CNN, shrunk for tests: 128-pixel images, batch 2,
-# 6 short epochs, deterministic (no random flip, no workers, fixed seed).
+# 6 short epochs, deterministic (no random flip, no workers, fixed seed),
+# and the narrow LaplacianFormer of the test configs
+# (narrow_laplacianformer.py).
 # The dataset folder comes from $SYNTHETIC_COCO (see the quick-start config).
-_base_ = '../../../configs/quickstart/mask_rcnn_lf_tiny_synthetic.py'
+_base_ = [
+    '../../../configs/quickstart/mask_rcnn_lf_tiny_synthetic.py',
+    './narrow_laplacianformer.py'
+]
+
+model = dict(
+    backbone=dict(arch={{_base_.narrow_arch}}),
+    neck=dict(in_channels={{_base_.narrow_channels}}))
 
 image_size = 128
 train_pipeline = [

@@ -1,16 +1,22 @@
-# RetinaNet with LaplacianFormer-Tiny on the synthetic shapes, for tests:
+# RetinaNet with a narrow LaplacianFormer on the synthetic shapes, for tests:
 # 128-pixel images, batch 2, no random augmentation, no stochastic depth and
 # no random sampling anywhere (RetinaNet uses every anchor), so a resumed
-# run retraces an uninterrupted one exactly.
-_base_ = '../../../configs/retinanet/lf_tiny_1x.py'
+# run retraces an uninterrupted one exactly. The backbone is the narrow
+# LaplacianFormer of the test configs (narrow_laplacianformer.py).
+_base_ = [
+    '../../../configs/retinanet/lf_tiny_1x.py', './narrow_laplacianformer.py'
+]
 
 data_root = '{{$SYNTHETIC_COCO:data/synthetic_coco}}/'
 classes = ('circle', 'square', 'triangle', 'star')
 image_size = 128
 
 model = dict(
-    backbone=dict(drop_path_rate=0., init_cfg=None),
-    neck=dict(out_channels=64),
+    backbone=dict(
+        arch={{_base_.narrow_arch}},
+        drop_path_rate=0.,
+        init_cfg=None),
+    neck=dict(in_channels={{_base_.narrow_channels_s8}}, out_channels=64),
     bbox_head=dict(
         num_classes=len(classes), in_channels=64, feat_channels=64))
 

@@ -1,10 +1,18 @@
 # The quick-start Semantic FPN, shrunk for tests: 64-pixel images, batch 4,
-# 16 iterations, deterministic (no random flip, no workers, fixed seed).
+# 16 iterations, deterministic (no random flip, no workers, fixed seed),
+# and the narrow LaplacianFormer of the detection test configs
+# (tests/detection/configs/narrow_laplacianformer.py).
 # The dataset folder comes from $SYNTHETIC_SEG (see the quick-start config).
-_base_ = '../../../configs/quickstart/sem_fpn_lf_tiny_synthetic_seg.py'
+_base_ = [
+    '../../../configs/quickstart/sem_fpn_lf_tiny_synthetic_seg.py',
+    '../../detection/configs/narrow_laplacianformer.py'
+]
 
 image_size = 64
-model = dict(data_preprocessor=dict(size=(image_size, image_size)))
+model = dict(
+    data_preprocessor=dict(size=(image_size, image_size)),
+    backbone=dict(arch={{_base_.narrow_arch}}),
+    neck=dict(in_channels={{_base_.narrow_channels}}))
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='LoadAnnotations'),
