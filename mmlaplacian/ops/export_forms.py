@@ -22,6 +22,14 @@ kernel. It needs static sizes (the chunk count is unrolled).
 ``'auto'`` takes ``'chunked'`` where the sizes are static and
 ``'per-feature'`` where they are symbolic. Newton–Schulz has one form: its
 fixed number of batched matrix products.
+
+The ``'auto'`` forms are also in torch's table of decompositions
+(``torch._decomp.decomposition_table``), from which torch.onnx's dynamo
+exporter takes the decomposition of every operator it has no ONNX
+translation for: ``torch.onnx.export`` rewrites our operators in its own
+decomposition pass. ``torch.export``, ``torch.compile`` (Inductor) and
+ExecuTorch decompose with their own, selected tables and keep seeing the
+operators.
 """
 from __future__ import annotations
 
@@ -144,3 +152,15 @@ def export_decompositions(laplace: str = 'auto',
         torch.ops.mmlaplacian.newton_schulz_inverse.default:
         newton_schulz_forward_reference,
     }
+
+
+def _register_auto_forms() -> None:
+    """The ``'auto'`` forms in torch's table of decompositions (module
+    docstring); once per operator."""
+    from torch._decomp import decomposition_table, register_decomposition
+    for op, form in export_decompositions('auto').items():
+        if op not in decomposition_table:
+            register_decomposition(op)(form)
+
+
+_register_auto_forms()
