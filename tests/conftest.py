@@ -1,6 +1,6 @@
 """Shared fixtures: repository paths, tool scripts as modules, and the
-optional real-COCO subset; the order of the suite and its workers' garbage
-collection."""
+optional real-COCO subset; the order of the suite, and its workers' garbage
+collection and exit."""
 import atexit
 import gc
 import importlib.util
@@ -62,6 +62,8 @@ def coco_mini() -> str:
 # (`make test`) every file that uses one (directly or through another
 # fixture) runs in one worker, which builds it once.
 SHARED_FIXTURES = ('trained_mask_rcnn', )
+# Set in a worker once its session is over (pytest_unconfigure).
+_SESSION_DONE = pytest.StashKey[bool]()
 
 
 def pytest_configure(config) -> None:
@@ -85,9 +87,6 @@ def pytest_unconfigure(config) -> None:
     if os.environ.get('PYTEST_XDIST_WORKER'):
         gc.freeze()
         config.stash[_SESSION_DONE] = True
-
-
-_SESSION_DONE = pytest.StashKey[bool]()
 
 
 def _exit_without_teardown(config) -> None:

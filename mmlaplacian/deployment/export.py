@@ -243,7 +243,7 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
         if not _onnx_decomposes_as_asked(laplace, chunk_elements, dynamic):
             exported = exported.run_decompositions(
                 export_decompositions(laplace, chunk_elements))
-        program = torch.onnx.export(
+        onnx_program = torch.onnx.export(
             exported,
             dynamo=True,
             opset_version=opset,
@@ -252,7 +252,7 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
             custom_translation_table=onnx_translation_table(),
             optimize=optimize,
             verbose=False)
-    program.save(path, external_data=False)
+    onnx_program.save(path, external_data=False)
     seconds = time.perf_counter() - start
     model = onnx.load(path)
     result = ExportResult(path, seconds, _operator_counts(model),
