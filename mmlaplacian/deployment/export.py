@@ -16,7 +16,8 @@ import torch
 import torch.nn as nn
 
 from mmlaplacian.ops.export_forms import (CHUNK_ELEMENTS, LAPLACE_FORMS,
-                                          export_decompositions)
+                                          export_decompositions,
+                                          torch_onnx_gives_form)
 from .onnx_ops import onnx_translation_table
 
 DEFAULT_OPSET = 18
@@ -137,17 +138,6 @@ def _has_symbolic_input(program: torch.export.ExportedProgram) -> bool:
     return False
 
 
-def _onnx_decomposes_as_asked(laplace: str, chunk_elements: int,
-                              dynamic: bool) -> bool:
-    """Whether torch.onnx's own decomposition pass, with the ``'auto'``
-    forms registered for our operators (:mod:`mmlaplacian.ops.
-    export_forms`), gives the asked-for form: then our operators need no
-    pass of their own, which would retrace the whole program once more
-    (a quarter of the Tiny's export time)."""
-    return chunk_elements == CHUNK_ELEMENTS and (
-        laplace == 'auto' or (laplace == 'chunked' and not dynamic))
-
-
 def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
                 example: torch.Tensor,
                 path: str,
@@ -240,7 +230,10 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
     with torch.no_grad():
         exported = program if program is not None else torch.export.export(
             module.eval(), (example, ), dynamic_shapes=dynamic_shapes)
-        if not _onnx_decomposes_as_asked(laplace, chunk_elements, dynamic):
+        # Our own pass retraces the whole program once more (a quarter of
+        # the Tiny's export time): only where torch.onnx's would not give
+        # the asked-for form.
+        if not torch_onnx_gives_form(laplace, chunk_elements, dynamic):
             exported = exported.run_decompositions(
                 export_decompositions(laplace, chunk_elements))
         onnx_program = torch.onnx.export(

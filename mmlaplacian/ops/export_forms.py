@@ -163,4 +163,14 @@ def _register_auto_forms() -> None:
             register_decomposition(op)(form)
 
 
+def torch_onnx_gives_form(laplace: str, max_elements: int,
+                          dynamic: bool) -> bool:
+    """Whether torch.onnx's own decomposition pass, with the registered
+    ``'auto'`` forms, gives ``laplace`` at ``max_elements``: ``'auto'``
+    itself, or ``'chunked'`` when every size is static, at the default
+    chunk size. Then an exporter needs no decomposition pass of its own."""
+    return max_elements == CHUNK_ELEMENTS and (
+        laplace == 'auto' or (laplace == 'chunked' and not dynamic))
+
+
 _register_auto_forms()

@@ -26,6 +26,10 @@ MASK_RCNN = osp.join(REPO_ROOT,
                      'tests/detection/configs/mask_rcnn_synthetic.py')
 RETINANET = osp.join(REPO_ROOT,
                      'tests/deployment/configs/retinanet_spread_scores.py')
+# One block per stage, 4 dims per head: every part of the backbone, short to
+# export.
+SMALL_ARCH = dict(embed_dims=[16, 32, 48, 64], depths=[1, 1, 1, 1],
+                  num_heads=[4, 8, 12, 16])
 
 
 @pytest.mark.slow
@@ -38,10 +42,8 @@ def test_backbone_dynamic_three_sizes(tmp_path):
     from mmlaplacian import LaplacianFormer
     from mmlaplacian.models.layers import landmark_grid
     torch.manual_seed(0)
-    arch = dict(embed_dims=[16, 32, 48, 64], depths=[1, 1, 1, 1],
-                num_heads=[4, 8, 12, 16])
     backbone = BackboneForExport(
-        LaplacianFormer(arch=arch, attn_cfg=dict(ns_iters=4))).eval()
+        LaplacianFormer(arch=SMALL_ARCH, attn_cfg=dict(ns_iters=4))).eval()
     path = str(tmp_path / 'small.onnx')
     generator = torch.Generator().manual_seed(0)
     example = torch.randn(1, 3, 128, 160, generator=generator)
@@ -154,9 +156,7 @@ def test_dynamic_needs_a_program_with_symbolic_sizes(tmp_path):
     """An exported program is taken as it is: asking for dynamic sizes of
     one exported with static sizes is refused before any work."""
     from mmlaplacian import LaplacianFormer
-    arch = dict(embed_dims=[16, 32, 48, 64], depths=[1, 1, 1, 1],
-                num_heads=[4, 8, 12, 16])
-    backbone = BackboneForExport(LaplacianFormer(arch=arch).eval())
+    backbone = BackboneForExport(LaplacianFormer(arch=SMALL_ARCH).eval())
     image = torch.randn(1, 3, 64, 64)
     program = torch.export.export(backbone, (image, ))
     path = tmp_path / 'small.onnx'
