@@ -8,7 +8,10 @@ import os.path as osp
 import socket
 import subprocess
 import sys
+import tempfile
 from typing import Dict, List, Optional, Sequence
+
+from tool_processes import start_python_tool
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TEST_CONFIG_DIR = osp.join(osp.dirname(osp.abspath(__file__)), 'configs')
@@ -44,23 +47,42 @@ def run_tool(args: Sequence[str],
              timeout: float = 900) -> subprocess.CompletedProcess:
     """Run ``python <script> <args>`` (or ``bash <script>.sh``) from the repo.
 
-    Output (stdout and stderr together) is in ``.stdout``. With
-    ``expect_success`` a non-zero exit raises with the output's tail.
+    A Python tool is forked from the worker's tool server
+    (:mod:`tool_processes`); a shell script runs in bash, and what it
+    launches starts fresh interpreters. Output (stdout and stderr together)
+    is in ``.stdout``. With ``expect_success`` a non-zero exit raises with
+    the output's tail.
     """
     script = repo_path(args[0])
-    program = ['bash'] if script.endswith('.sh') else [sys.executable]
-    proc = subprocess.run(
-        program + [script, *args[1:]],
-        cwd=REPO_ROOT,
-        env=env or tool_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout)
+    env = env or tool_env()
+    if script.endswith('.sh'):
+        proc = subprocess.run(['bash', script, *args[1:]], cwd=REPO_ROOT,
+                              env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout)
+    else:
+        proc = _run_python_tool([script, *args[1:]], env, timeout)
     if expect_success and proc.returncode != 0:
         raise AssertionError(f'{" ".join(args)} exited {proc.returncode}:\n'
                              f'{proc.stdout[-8000:]}')
     return proc
+
+
+def _run_python_tool(argv: List[str], env: Dict[str, str],
+                     timeout: float) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as folder:
+        output = osp.join(folder, 'output.txt')
+        run = start_python_tool(argv, REPO_ROOT, env, output)
+        try:
+            returncode = run.wait(timeout)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.wait()
+            raise
+        with open(output, encoding='utf-8', errors='replace') as f:
+            stdout = f.read()
+    return subprocess.CompletedProcess([sys.executable, *argv], returncode,
+                                       stdout)
 
 
 def latest_run_dir(work_dir: str) -> str:

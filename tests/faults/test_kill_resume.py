@@ -33,7 +33,6 @@ generator states on resume, so detectors that sample proposals at random
 import hashlib
 import os
 import os.path as osp
-import resource
 
 import pytest
 import torch
@@ -85,12 +84,8 @@ def fill_disk_while_saving(work_dir: str, env: dict,
     previous = osp.join(work_dir, 'epoch_1.pth')
     digest = sha256(previous)
 
-    def limit_file_size():
-        limit = checkpoint_size // 2
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
     run = TrainingProcess(work_dir, env, ['--resume', *OPTIONS], 'full',
-                          preexec_fn=limit_file_size)
+                          file_size_limit=checkpoint_size // 2)
     assert run.finish() != 0
     out = run.text()
     assert 'Epoch(train) [2][4/4]' in out  # it failed saving epoch 2

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import glob
 import os.path as osp
-import subprocess
-import sys
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 from detection_utils import REPO_ROOT, RETINANET_CONFIG
+from tool_processes import start_python_tool
 
 NO_VALIDATION = ['val_dataloader=None', 'val_evaluator=None', 'val_cfg=None']
 
@@ -20,14 +19,11 @@ class TrainingProcess:
     output in ``W/output_<n>.txt``."""
 
     def __init__(self, work_dir: str, env: Dict[str, str], args: List[str],
-                 name: str, preexec_fn: Callable = None) -> None:
+                 name: str, file_size_limit: Optional[int] = None) -> None:
         self.output = osp.join(work_dir, f'output_{name}.txt')
-        self._file = open(self.output, 'w')
-        self.proc = subprocess.Popen(
-            [sys.executable, 'tools/train.py', RETINANET_CONFIG,
-             '--work-dir', work_dir, *args],
-            cwd=REPO_ROOT, env=env, stdout=self._file,
-            stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
+        self.proc = start_python_tool(
+            ['tools/train.py', RETINANET_CONFIG, '--work-dir', work_dir,
+             *args], REPO_ROOT, env, self.output, file_size_limit)
 
     def text(self) -> str:
         with open(self.output, encoding='utf-8', errors='replace') as f:
@@ -51,11 +47,9 @@ class TrainingProcess:
     def kill(self) -> None:
         self.proc.kill()  # SIGKILL: no handler, no clean-up
         self.proc.wait()
-        self._file.close()
 
     def finish(self, timeout: float = 300) -> int:
         self.proc.wait(timeout=timeout)
-        self._file.close()
         return self.proc.returncode
 
 
