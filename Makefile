@@ -15,7 +15,7 @@ install:  ## set up everything in the active Python environment (STACK=upstream|
 # the cores; glibc keeps freed memory for reuse instead of mapping and
 # page-faulting large tensors afresh (the allocator section of
 # docs/benchmarks.md); bytecode is cached even where PYTHONDONTWRITEBYTECODE
-# is set, so the suite's ~90 tool processes do not each recompile the
+# is set, so the suite's fresh interpreters do not each recompile the
 # package.
 TEST_WORKERS ?= 2
 KEEP_FREED_MEMORY = MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184

@@ -113,7 +113,11 @@ class ToolServer:
 
     def _read_replies(self) -> None:
         for line in self._proc.stdout:
-            reply = json.loads(line)
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                self._proc.kill()  # the waits below then raise with its log
+                break
             with self._changed:
                 if 'pid' in reply:
                     self._pids[reply['id']] = reply['pid']
@@ -224,7 +228,7 @@ def _script_frames(error: BaseException, script: str):
     return tb or error.__traceback__
 
 
-def _run_tool(request: dict, wakeup: List[int]) -> None:
+def _run_tool(request: dict, server_fds: List[int]) -> None:
     """In the forked child: become ``python argv...``, never return."""
     import runpy
     import threading as _threading
@@ -233,12 +237,12 @@ def _run_tool(request: dict, wakeup: List[int]) -> None:
     import torch
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for fd in wakeup:
+    for fd in server_fds:
         os.close(fd)
     out = os.open(request['output'], os.O_WRONLY | os.O_APPEND)
     null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)  # replaces the request pipe
-    os.dup2(out, 1)  # replaces the reply pipe
+    os.dup2(null, 0)  # was the request pipe
+    os.dup2(out, 1)  # was the server's log
     os.dup2(out, 2)
     os.close(out)
     os.close(null)
@@ -276,16 +280,23 @@ def _run_tool(request: dict, wakeup: List[int]) -> None:
     os._exit(code)
 
 
-def _reply(message: dict) -> None:
-    # Straight to the pipe: nothing may wait in sys.stdout's buffer, which
-    # every child would inherit.
-    os.write(1, json.dumps(message).encode() + b'\n')
+def _reply(replies: int, message: dict) -> None:
+    os.write(replies, json.dumps(message).encode() + b'\n')
 
 
 def serve() -> None:
     import importlib
+
+    # The replies get their own descriptor; what the imports print goes to
+    # the log, and leaves nothing in sys.stdout's buffer for the children.
+    replies = os.dup(1)
+    os.dup2(2, 1)
     for name in PRELOAD:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:  # not in this stack: the tool says so
+            pass
+    sys.stdout.flush()
     wakeup = list(os.pipe())
     os.set_blocking(wakeup[1], False)
     signal.set_wakeup_fd(wakeup[1])
@@ -300,7 +311,7 @@ def serve() -> None:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
-            _reply(dict(id=runs.pop(pid),
+            _reply(replies, dict(id=runs.pop(pid),
                         returncode=os.waitstatus_to_exitcode(status)))
         if 0 not in ready:
             continue
@@ -316,11 +327,11 @@ def serve() -> None:
             pid = os.fork()
             if pid == 0:
                 try:
-                    _run_tool(request, wakeup)
+                    _run_tool(request, [*wakeup, replies])
                 finally:  # a failed set-up must not return to this loop
                     os._exit(1)
             runs[pid] = request['id']
-            _reply(dict(id=request['id'], pid=pid))
+            _reply(replies, dict(id=request['id'], pid=pid))
 
 
 if __name__ == '__main__':
