@@ -29,10 +29,13 @@ Tests that check a fresh interpreter itself (the distributed launches, the
 from __future__ import annotations
 
 import atexit
+import functools
+import importlib
 import json
 import os
 import os.path as osp
 import resource
+import runpy
 import select
 import signal
 import subprocess
@@ -76,13 +79,12 @@ class ForkedProcess:
 
     def poll(self) -> Optional[int]:
         if self.returncode is None:
-            self.returncode = self._server.returncode(self._id, block=False)
+            self.returncode = self._server.returncode(self._id, timeout=0)
         return self.returncode
 
     def wait(self, timeout: Optional[float] = None) -> int:
         if self.returncode is None:
-            self.returncode = self._server.returncode(
-                self._id, block=True, timeout=timeout)
+            self.returncode = self._server.returncode(self._id, timeout)
             if self.returncode is None:
                 raise subprocess.TimeoutExpired(str(self.pid), timeout)
         return self.returncode
@@ -157,10 +159,11 @@ class ToolServer:
             raise RuntimeError('the tool server did not start a run in 300 s')
         return ForkedProcess(self, run_id, pid)
 
-    def returncode(self, run_id: int, block: bool,
-                   timeout: Optional[float] = None) -> Optional[int]:
-        return self._wait_for(self._codes, run_id,
-                              timeout if block else 0)
+    def returncode(self, run_id: int,
+                   timeout: Optional[float]) -> Optional[int]:
+        """The run's status, or None if it still runs after ``timeout``
+        seconds (None: until it ends)."""
+        return self._wait_for(self._codes, run_id, timeout)
 
     def close(self) -> None:
         """End of the worker: the server kills what still runs, and exits."""
@@ -195,15 +198,16 @@ def start_python_tool(argv: List[str], cwd: str, env: Dict[str, str],
     if _startup(env) == _server.startup_env:
         return _server.start(list(argv), cwd, env, output, file_size_limit)
 
-    def limit_file_size():
-        resource.setrlimit(resource.RLIMIT_FSIZE,
-                           (file_size_limit, file_size_limit))
-
     with open(output, 'a') as out:
         return subprocess.Popen(
             [sys.executable, *argv], cwd=cwd, env=env, stdout=out,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=limit_file_size if file_size_limit else None)
+            preexec_fn=functools.partial(_limit_file_size, file_size_limit)
+            if file_size_limit else None)
+
+
+def _limit_file_size(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 # The server (this file run as a script).
@@ -230,9 +234,6 @@ def _script_frames(error: BaseException, script: str):
 
 def _run_tool(request: dict, server_fds: List[int]) -> None:
     """In the forked child: become ``python argv...``, never return."""
-    import runpy
-    import threading as _threading
-
     import numpy
     import torch
     signal.set_wakeup_fd(-1)
@@ -247,8 +248,7 @@ def _run_tool(request: dict, server_fds: List[int]) -> None:
     os.close(out)
     os.close(null)
     if request['file_size_limit']:
-        limit = request['file_size_limit']
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        _limit_file_size(request['file_size_limit'])
     os.chdir(request['cwd'])
     os.environ.clear()
     os.environ.update(request['env'])
@@ -269,9 +269,8 @@ def _run_tool(request: dict, server_fds: List[int]) -> None:
         sys.excepthook(type(error), error.with_traceback(frames), frames)
         code = 1
     # The interpreter's own shutdown: non-daemon threads, exit handlers.
-    _threading._shutdown()
-    import atexit as _atexit
-    _atexit._run_exitfuncs()
+    threading._shutdown()
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -285,8 +284,6 @@ def _reply(replies: int, message: dict) -> None:
 
 
 def serve() -> None:
-    import importlib
-
     # The replies get their own descriptor; what the imports print goes to
     # the log, and leaves nothing in sys.stdout's buffer for the children.
     replies = os.dup(1)
