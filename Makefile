@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: install test test-fast demo demo-seg gpu-check gpu-wheels clean
+.PHONY: install test test-fast test-adapters demo demo-seg gpu-check gpu-wheels clean
 
 # The OpenMMLab stack: upstream (mmcv 2.1.0, mmdet 3.3.0, ...) or onedl (the
 # maintained fork); exact versions in requirements/constraints/$(STACK).txt.
@@ -10,22 +10,22 @@ install:  ## set up everything in the active Python environment (STACK=upstream|
 	STACK=$(STACK) bash tools/install.sh
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), a test file per
-# worker at a time, in the order tests/conftest.py gives (slow files first);
-# OpenMP threads sleep rather than spin while they wait, as two workers share
-# the cores; glibc keeps freed memory for reuse instead of mapping and
-# page-faulting large tensors afresh (the allocator section of
-# docs/benchmarks.md); bytecode is cached even where PYTHONDONTWRITEBYTECODE
-# is set, so the suite's fresh interpreters do not each recompile the
-# package.
+# worker at a time (tests/conftest.py groups them, slow files first). OpenMP
+# threads sleep rather than spin while they wait (OMP_WAIT_POLICY=PASSIVE):
+# two workers and the tools they start share the cores, and spinning threads
+# would slow each other down many times over. tests/adapters runs in its own
+# environment (make test-adapters).
 TEST_WORKERS ?= 2
-KEEP_FREED_MEMORY = MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184
-PYTEST = OMP_WAIT_POLICY=PASSIVE $(KEEP_FREED_MEMORY) PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+PYTEST = OMP_WAIT_POLICY=PASSIVE $(PYTHON) -m pytest tests --ignore=tests/adapters -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test:  ## the whole test suite
 	$(PYTEST)
 
 test-fast:  ## skip the slow end-to-end runs
 	$(PYTEST) -m "not slow"
+
+test-adapters:  ## timm, Hugging Face and segmentation-models-pytorch tests, in their own virtual environment (.venv-adapters)
+	PYTHON=$(PYTHON) bash tools/test_adapters.sh
 
 demo:  ## the quick start: synthetic COCO, train Tiny Mask R-CNN, COCO AP, pictures
 	bash tools/quickstart.sh

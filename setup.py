@@ -94,7 +94,8 @@ def make_extensions() -> list:
     locate_cuda_home()
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
     root = 'cuda_ops'
-    sources = [osp.join(root, 'pybind.cpp')]
+    # The operators' schemas and the module (cuda_ops/*.cpp), the CPU kernels.
+    sources = sorted(glob.glob(osp.join(root, '*.cpp')))
     sources += sorted(glob.glob(osp.join(root, 'cpu', '*.cpp')))
     include_dirs = [osp.abspath(osp.join(root, 'common'))]
     # No -std flag: torch's build helpers choose the standard its headers need.

@@ -62,8 +62,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 # The zoo and the harness live next to this script.
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
 from benchmarks.harness import (current_rss_mb, peak_rss_mb,
-                               run_in_subprocess, time_passes, wait_for_idle,
-                               worker_main)
+                               run_in_subprocess, threads_were_busy,
+                               time_passes, wait_for_idle, worker_main)
 from benchmarks.tables import markdown_table
 
 MODES = ('fwd', 'fwdbwd')
@@ -249,18 +249,12 @@ def launch(spec: dict, timeout: float) -> dict:
 
 
 def disturbed(result: dict) -> bool:
-    """A multi-threaded CPU case that used < 80% of its threads on average.
-
-    On an otherwise idle machine the process CPU time of a compute-bound
-    pass is close to ``threads × wall time``; much less means other
-    processes held the cores (and idle threads spun), so the wall time is
-    not the model's.
-    """
+    """A multi-threaded CPU case whose threads were not kept busy
+    (:func:`~benchmarks.harness.threads_were_busy`)."""
     if result['status'] != 'ok' or result['device'] != 'cpu':
         return False
-    threads = result['threads']
-    return threads > 1 and result['cpu_seconds'] < 0.8 * threads * result[
-        'seconds']
+    return not threads_were_busy(result['cpu_seconds'], result['seconds'],
+                                 result['threads'])
 
 
 def resolve_devices(text: str) -> List[str]:

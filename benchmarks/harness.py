@@ -5,8 +5,10 @@
   ``RESULT <json>``), so one case's allocations, caches and thread pools
   never affect another's, and a case that runs out of time or memory is
   reported instead of ending the run.
-* :func:`current_rss_mb`, :func:`peak_rss_mb`: resident memory (Linux).
-* :func:`busy_cores`, :func:`wait_for_idle`: wait for a shared machine.
+* :func:`current_rss_mb`, :func:`peak_rss_mb`, :func:`reset_peak_rss`:
+  resident memory (Linux).
+* :func:`busy_cores`, :func:`wait_for_idle`: wait for a shared machine;
+  :func:`threads_were_busy`: whether a pass had its cores to itself.
 * :func:`time_passes`: the one timing loop. A pass is a chain of phases
   (forward then backward, load then infer); each phase is timed on its own,
   with the device synchronised before and after it.
@@ -118,6 +120,14 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def reset_peak_rss() -> None:
+    """Start :func:`peak_rss_mb` afresh from the resident set now (Linux
+    4.0+: ``5`` written to ``/proc/self/clear_refs`` resets ``VmHWM``), so
+    that a warm-up pass's code pages and caches are not counted again."""
+    with open('/proc/self/clear_refs', 'w') as f:
+        f.write('5')
+
+
 # ---------------------------------------------------------- shared machine
 def busy_cores(interval: float = 1.) -> float:
     """Cores kept busy by all processes over ``interval`` (``/proc/stat``)."""
@@ -149,6 +159,18 @@ def wait_for_idle(max_seconds: float, idle_cores: float) -> float:
 
 
 # ----------------------------------------------------------------- timing
+def threads_were_busy(cpu_seconds: float, wall_seconds: float,
+                      threads: int) -> bool:
+    """Whether a multi-threaded CPU pass kept its threads busy.
+
+    On an otherwise idle machine the process CPU time of a compute-bound
+    pass is close to ``threads × wall time``; under 80% of it means other
+    processes held the cores (and idle threads waited), so the wall time
+    is not the model's. A single thread is always counted as busy.
+    """
+    return threads <= 1 or cpu_seconds >= 0.8 * threads * wall_seconds
+
+
 def synchronize(device: Any = None) -> None:
     """Wait for the device's queued work (a no-op on the CPU)."""
     if device is not None and str(device).startswith('cuda'):

@@ -122,7 +122,7 @@ def load_backbone_weights(backbone, checkpoint: str) -> None:
     """
     from mmengine.runner import CheckpointLoader
 
-    from mmlaplacian.models.utils import filter_backbone_state_dict
+    from mmlaplacian.models.checkpoint import filter_backbone_state_dict
     raw = CheckpointLoader.load_checkpoint(checkpoint, map_location='cpu')
     state = filter_backbone_state_dict(raw)
     missing, unexpected = backbone.load_state_dict(state, strict=False)

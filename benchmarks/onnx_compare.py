@@ -86,8 +86,10 @@ class DetectionComparison:
 
     @property
     def matched_share(self) -> float:
+        """Share of the detections matched across the runtimes; 0 when
+        neither found any, as nothing was then compared."""
         most = max(self.num_torch, self.num_ort)
-        return self.matched / most if most else 1.0
+        return self.matched / most if most else 0.
 
     @property
     def ok(self) -> bool:

@@ -39,11 +39,13 @@ DATASETS = Registry(
 TRANSFORMS = Registry(
     'transform', parent=MMENGINE_TRANSFORMS, scope=SCOPE,
     locations=['mmlaplacian.datasets'])
+DOWNSTREAM_REGISTRIES = ('mmdet.registry', 'mmpretrain.registry',
+                         'mmseg.registry')
 
 
 def register(registry: Registry,
              registry_name: str,
-             packages: Sequence[str] = None) -> Callable:
+             packages: Optional[Sequence[str]] = None) -> Callable:
     """Class decorator: register in our ``registry`` and in the downstream
     packages' registries named ``registry_name`` (see
     :func:`register_downstream`)."""
@@ -54,9 +56,6 @@ def register(registry: Registry,
                                    packages or DOWNSTREAM_REGISTRIES)
 
     return decorator
-
-DOWNSTREAM_REGISTRIES = ('mmdet.registry', 'mmpretrain.registry',
-                         'mmseg.registry')
 
 
 def register_downstream(module_cls: Callable,

@@ -1,8 +1,5 @@
 """Shared fixtures: repository paths, tool scripts as modules, and the
-optional real-COCO subset; the order of the suite, and its workers' garbage
-collection and exit."""
-import atexit
-import gc
+optional real-COCO subset; the order of the suite under pytest-xdist."""
 import importlib.util
 import os
 import os.path as osp
@@ -62,41 +59,6 @@ def coco_mini() -> str:
 # (`make test`) every file that uses one (directly or through another
 # fixture) runs in one worker, which builds it once.
 SHARED_FIXTURES = ('trained_mask_rcnn', )
-# Set in a worker once its session is over (pytest_unconfigure).
-_SESSION_DONE = pytest.StashKey[bool]()
-
-
-def pytest_configure(config) -> None:
-    """Collect the youngest generation of cyclic garbage every 10,000
-    allocations instead of 700: a worker holds the whole stack (torch,
-    mmdet, mmseg, onnx), and the export and compile tests allocate millions
-    of graph objects, which the collector walked again and again (4% less
-    CPU time for the export, compile, config and operator test files, run
-    side by side with and without)."""
-    gc.set_threshold(10_000, 10, 10)
-    if os.environ.get('PYTEST_XDIST_WORKER'):
-        # Registered first, so it runs after every other exit handler.
-        atexit.register(_exit_without_teardown, config)
-
-
-def pytest_unconfigure(config) -> None:
-    """A worker's session is over and its results are with the main
-    process: move the heap out of the collector's sight. pytest's
-    unraisable-exception check collects it five times when it unconfigures
-    (3 to 5 s at the end of ``make test``), for warnings only."""
-    if os.environ.get('PYTEST_XDIST_WORKER'):
-        gc.freeze()
-        config.stash[_SESSION_DONE] = True
-
-
-def _exit_without_teardown(config) -> None:
-    """End a worker whose session finished without the interpreter's
-    teardown, which frees the heap of several GB object by object (the main
-    process waited 5 s for it at the end of ``make test``)."""
-    if config.stash.get(_SESSION_DONE, False):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -109,6 +71,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     ``--no-loadscope-reorder``, which keeps this order): started last, a
     50-second group would leave the other worker idle at the end.
     """
+    if not config.pluginmanager.hasplugin('xdist'):
+        return
     tests_root = osp.dirname(osp.abspath(__file__))
     files = {item: osp.relpath(str(item.path), tests_root).replace(
         os.sep, '/') for item in items}

@@ -12,17 +12,17 @@ STACK_EXTRAS = {
     'upstream': ['mmdet', 'mmseg', 'mmpretrain'],
     'onedl': ['onedl'],
 }
-SHARED_EXTRAS = ['timm', 'deploy', 'tests']
+SHARED_EXTRAS = ['timm', 'deploy', 'executorch', 'tests']
 
 
 def names(path: str) -> list:
     """Distribution names of a requirements or constraints file; ``-c``
-    lines are followed."""
+    and ``-r`` lines are followed."""
     found = []
     with open(path, encoding='utf-8') as f:
         for line in f:
             line = line.split('#')[0].strip()
-            if line.startswith('-c '):
+            if line.startswith(('-c ', '-r ')):
                 found += names(osp.join(osp.dirname(path), line[3:].strip()))
             elif line:
                 found.append(re.split(r'[<>=!~;\[ ]', line)[0].lower())
@@ -58,6 +58,17 @@ def test_every_extra_of_a_stack_is_pinned(stack):
         path = osp.join(ROOT, 'requirements', f'{extra}.txt')
         missing = [n for n in names(path) if n not in pinned]
         assert not missing, (stack, extra, missing)
+
+
+def test_the_adapters_environment_is_pinned():
+    """What tools/test_adapters.sh installs has its tested version in
+    requirements/constraints/adapters.txt (torch among them: the
+    extension built in place serves both environments)."""
+    pinned = pins('adapters')
+    wanted = ['torch', 'torchvision'] + [
+        n for extra in ('build', 'runtime', 'adapters', 'tests')
+        for n in names(osp.join(ROOT, 'requirements', f'{extra}.txt'))]
+    assert [n for n in wanted if n not in pinned] == []
 
 
 def test_stacks_do_not_mix():

@@ -14,9 +14,9 @@
 # existing torch >= 2.3 is kept, with a torchvision that pairs with it), the
 # build tools, mmengine, mmcv compiled with ops (skipped when the stack's mmcv
 # whose mmcv._ext loads is already installed), mmdet, mmpretrain,
-# mmsegmentation, timm, pycocotools, the ONNX tools and the test tools, then
-# builds mmlaplacian's own extension and installs the package in editable
-# mode. Safe to run again.
+# mmsegmentation, timm, pycocotools, the ONNX tools, ExecuTorch (beside
+# torch 2.13) and the test tools, then builds mmlaplacian's own extension and
+# installs the package in editable mode. Safe to run again.
 #
 # Environment: PYTHON (interpreter, default python3), STACK, FORCE_CUDA=1
 # (build our CUDA kernels), TORCH_CUDA_ARCH_LIST (default
@@ -165,6 +165,21 @@ for extra in "${STACK_EXTRAS[@]}" timm deploy tests; do
 done
 pip_install -c "$CONSTRAINTS" -r requirements/runtime.txt "${requirement_files[@]}"
 
+step "ExecuTorch: executorch and torchao"
+# An executorch release pairs with one torch release (1.5 with 2.13). Its
+# own requirements serve its other backends and tools, and would change the
+# environment around torch: requirements/executorch.txt lists what the
+# export and the runtime need, installed without dependencies.
+torch_version=$("$PY" -c 'import torch; print(torch.__version__)')
+if [[ $torch_version == 2.13.* ]]; then
+  pip_install --no-deps -c "$CONSTRAINTS" -r requirements/executorch.txt
+  with_executorch=1
+else
+  echo "skipped: executorch 1.5 pairs with torch 2.13, this is torch $torch_version"
+  echo "(tools/deployment/export_executorch.py needs the executorch release that pairs with it)"
+  with_executorch=0
+fi
+
 step "mmlaplacian and its extension mmlaplacian._ext"
 if [ "${FORCE_CUDA:-0}" = "1" ]; then
   echo "FORCE_CUDA=1: compiling the CUDA kernels too (TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-7.5;8.0;8.6;8.9;9.0})"
@@ -180,6 +195,10 @@ fi
 step "check"
 "$PY" -c "import mmcv.ops, mmdet.models, mmpretrain.models, mmseg.models, timm, mmlaplacian._ext" \
   || die "the installed stack does not import" "read the error above; rerun bash tools/install.sh"
+if [ "$with_executorch" = 1 ]; then
+  "$PY" -c "import torch, executorch.exir, executorch.runtime; assert torch.__version__ == '$torch_version'" \
+    || die "executorch does not import beside torch $torch_version" "read the error above; rerun bash tools/install.sh"
+fi
 "$PY" -m mmlaplacian.info
 echo
 echo "mmlaplacian is installed. Quick start: make demo    Tests: make test"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Training on a Slurm cluster, one task per GPU.
+# Training on a Slurm cluster: a process per GPU, started by torchrun on each
+# node (tools/launchers/srun.sh).
 #
 #   GPUS=16 bash tools/slurm_train.sh PARTITION JOB_NAME CONFIG WORK_DIR [train.py options...]
 #
-# GPUS (default 8), GPUS_PER_NODE (default 8), CPUS_PER_TASK (default 5),
-# SRUN_ARGS (extra srun arguments).
+# GPUS (default 8), GPUS_PER_NODE (default 8), CPUS_PER_TASK (CPUs per GPU,
+# default 5), PORT (rendezvous port, default 29500), SRUN_ARGS (extra srun
+# arguments).
 set -euo pipefail
 if [ $# -lt 4 ]; then
   echo "usage: $0 PARTITION JOB_NAME CONFIG WORK_DIR [train.py options...]" >&2

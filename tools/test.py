@@ -21,7 +21,7 @@ from mmengine.evaluator import DumpResults
 
 from mmlaplacian.engine import (build_runner, load_config,
                                 shutdown_distributed)
-from mmlaplacian.engine.input_checks import (
+from mmlaplacian.engine.missing_inputs import (
     check_test_inputs, main_without_traceback)
 
 

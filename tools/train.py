@@ -20,7 +20,7 @@ from mmengine.logging import print_log
 
 from mmlaplacian.engine import (build_runner, enable_amp,
                                 load_config, shutdown_distributed)
-from mmlaplacian.engine.input_checks import (
+from mmlaplacian.engine.missing_inputs import (
     check_train_inputs, main_without_traceback)
 
 

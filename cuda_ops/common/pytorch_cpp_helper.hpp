@@ -1,11 +1,18 @@
-// Input checks shared by the C++ and CUDA sources of mmlaplacian._ext.
+// Input checks and argument types shared by the CPU and CUDA kernels.
 //
-// The Python wrappers validate shapes, dtypes and devices with messages aimed at
-// users; these checks are the last line of defence for direct calls into _ext.
+// The Python wrappers validate shapes, dtypes and devices with messages aimed
+// at users; these checks are the last line of defence for direct calls of
+// torch.ops.mmlaplacian.*.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
+
+#include <optional>
+#include <string_view>
+#include <tuple>
+
+#include "newton_schulz_init.hpp"
 
 #define CHECK_CPU(x) \
   TORCH_CHECK_VALUE(x.device().is_cpu(), #x " must be a CPU tensor")
@@ -72,23 +79,31 @@ inline void check_newton_schulz_inputs(const at::Tensor& a,
                     num_iters);
 }
 
-// How X0 is chosen; the integer values are part of the _ext interface.
-enum class NewtonSchulzInit : int64_t {
-  kAuto = 0,       // identity start for symmetric A, transpose start otherwise
-  kIdentity = 1,   // X0 = I / ||A||_inf
-  kTranspose = 2,  // X0 = A^T / (||A||_1 ||A||_inf)
-};
-
-inline NewtonSchulzInit to_init(int64_t init) {
-  TORCH_CHECK_VALUE(init >= 0 && init <= 2,
-                    "newton_schulz_inverse: init code must be 0 (auto), 1 "
-                    "(identity) or 2 (transpose), got ",
-                    init);
-  return static_cast<NewtonSchulzInit>(init);
+// The init argument of newton_schulz_inverse.
+inline NewtonSchulzInit parse_newton_schulz_init(std::string_view init) {
+  if (init == "auto") return NewtonSchulzInit::kAuto;
+  if (init == "identity") return NewtonSchulzInit::kIdentity;
+  TORCH_CHECK_VALUE(init == "transpose",
+                    "newton_schulz_inverse: init must be 'auto', 'identity' "
+                    "or 'transpose', got '", init, "'");
+  return NewtonSchulzInit::kTranspose;
 }
 
 // A matrix counts as symmetric when max|A - A^T| <= kSymmetryTol * max|A|;
 // 100 ulp of fp32 absorbs rounding in how callers build kernel matrices.
 constexpr double kSymmetryTol = 1.2e-5;
+
+// (dx, dy) of laplace_kernel_backward: a gradient that was not needed is
+// None (std::nullopt).
+using LaplaceGrads =
+    std::tuple<std::optional<at::Tensor>, std::optional<at::Tensor>>;
+
+// The kernels' (dx, dy), undefined where not computed, as LaplaceGrads.
+inline LaplaceGrads laplace_grads(const at::Tensor& dx, const at::Tensor& dy) {
+  const auto optional = [](const at::Tensor& t) {
+    return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+  };
+  return {optional(dx), optional(dy)};
+}
 
 }  // namespace mmlaplacian

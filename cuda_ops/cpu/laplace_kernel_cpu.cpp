@@ -1,4 +1,5 @@
-// CPU kernels of laplace_kernel: K = exp(-||x_i - y_j||_1) and its gradients.
+// CPU kernels of laplace_kernel (K = exp(-||x_i - y_j||_1)) and
+// laplace_kernel_backward, registered for the CPU dispatch key.
 //
 // Work is split over (batch, row) blocks with at::parallel_for; the inner
 // loops are written for gcc's vectoriser, and compiled for AVX2 and AVX-512
@@ -11,15 +12,14 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
+#include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cpu_simd.hpp"
-#include "mmlaplacian_ops.hpp"
 #include "pytorch_cpp_helper.hpp"
-#include "pytorch_device_registry.hpp"
 
 namespace mmlaplacian {
 namespace {
@@ -261,10 +261,7 @@ int64_t backward_chunks(int64_t rows) {
   return std::clamp<int64_t>((rows + kMinRows - 1) / kMinRows, 1, kMaxChunks);
 }
 
-}  // namespace
-
-at::Tensor laplace_kernel_forward_cpu(const at::Tensor& x_in,
-                                      const at::Tensor& y_in) {
+at::Tensor laplace_kernel_cpu(const at::Tensor& x_in, const at::Tensor& y_in) {
   const LaplaceShape s = check_laplace_inputs(x_in, y_in);
   const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
   CHECK_CPU_INPUT(x);
@@ -277,7 +274,7 @@ at::Tensor laplace_kernel_forward_cpu(const at::Tensor& x_in,
   at::Tensor yt = at::zeros({s.batch, s.dim, padded_cols}, y.options());
   yt.narrow(2, 0, s.cols).copy_(y.transpose(1, 2));
 
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "laplace_kernel_forward_cpu", [&] {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "laplace_kernel_cpu", [&] {
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
     const scalar_t* ytp = yt.const_data_ptr<scalar_t>();
     scalar_t* op = out.mutable_data_ptr<scalar_t>();
@@ -297,14 +294,14 @@ at::Tensor laplace_kernel_forward_cpu(const at::Tensor& x_in,
   return out;
 }
 
-std::vector<at::Tensor> laplace_kernel_backward_cpu(const at::Tensor& grad_in,
-                                                    const at::Tensor& x_in,
-                                                    const at::Tensor& y_in,
-                                                    const at::Tensor& out_in,
-                                                    bool need_x, bool need_y) {
+LaplaceGrads laplace_kernel_backward_cpu(const at::Tensor& grad_in,
+                                         const at::Tensor& x_in,
+                                         const at::Tensor& y_in,
+                                         const at::Tensor& out_in, bool need_x,
+                                         bool need_y) {
   const LaplaceShape s =
       check_laplace_backward_inputs(grad_in, x_in, y_in, out_in);
-  if (!need_x && !need_y) return {at::Tensor(), at::Tensor()};
+  if (!need_x && !need_y) return {};
   const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
   const at::Tensor grad = grad_in.to(x.scalar_type()).contiguous();
   const at::Tensor out = out_in.contiguous();
@@ -312,8 +309,8 @@ std::vector<at::Tensor> laplace_kernel_backward_cpu(const at::Tensor& grad_in,
   CHECK_CPU_INPUT(out);
 
   if (x.numel() == 0 || y.numel() == 0) {
-    return {need_x ? at::zeros_like(x) : at::Tensor(),
-            need_y ? at::zeros_like(y) : at::Tensor()};
+    return laplace_grads(need_x ? at::zeros_like(x) : at::Tensor(),
+                         need_y ? at::zeros_like(y) : at::Tensor());
   }
   at::Tensor dx = need_x ? at::empty_like(x) : at::Tensor();
   const int64_t chunks = backward_chunks(s.rows);
@@ -345,12 +342,14 @@ std::vector<at::Tensor> laplace_kernel_backward_cpu(const at::Tensor& grad_in,
       }
     });
   });
-  return {dx, need_y ? at::sum(dy_part, 1) : at::Tensor()};
+  return laplace_grads(dx, need_y ? at::sum(dy_part, 1) : at::Tensor());
 }
 
-REGISTER_DEVICE_IMPL(laplace_kernel_forward_impl, CPU,
-                     laplace_kernel_forward_cpu)
-REGISTER_DEVICE_IMPL(laplace_kernel_backward_impl, CPU,
-                     laplace_kernel_backward_cpu)
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mmlaplacian, CPU, m) {
+  m.impl("laplace_kernel", &laplace_kernel_cpu);
+  m.impl("laplace_kernel_backward", &laplace_kernel_backward_cpu);
+}
 
 }  // namespace mmlaplacian

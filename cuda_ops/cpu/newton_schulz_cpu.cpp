@@ -1,4 +1,4 @@
-// CPU implementation of newton_schulz_inverse.
+// CPU kernel of newton_schulz_inverse, registered for the CPU dispatch key.
 //
 // The iteration runs in C++ on preallocated buffers (two ATen matmul calls a
 // step). With at least as many matrices as threads, each thread iterates its
@@ -10,17 +10,19 @@
 #include <c10/core/InferenceMode.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
+#include <torch/library.h>
 
-#include "mmlaplacian_ops.hpp"
+#include <string_view>
+
+#include "newton_schulz_matmul.hpp"
 #include "pytorch_cpp_helper.hpp"
-#include "pytorch_device_registry.hpp"
 
 namespace mmlaplacian {
 
 namespace {
 
 at::Tensor newton_schulz_cpu_compute(const at::Tensor& a, int64_t num_iters,
-                                     int64_t init) {
+                                     NewtonSchulzInit init) {
   const int64_t batch = a.size(0);
   const int threads = at::get_num_threads();
   if (threads <= 1 || batch < threads) {
@@ -45,12 +47,11 @@ at::Tensor newton_schulz_cpu_compute(const at::Tensor& a, int64_t num_iters,
   return x;
 }
 
-}  // namespace
-
-at::Tensor newton_schulz_forward_cpu(const at::Tensor& a_in,
-                                     int64_t num_iters, int64_t init) {
+at::Tensor newton_schulz_inverse_cpu(const at::Tensor& a_in,
+                                     int64_t num_iters,
+                                     std::string_view init_name) {
   check_newton_schulz_inputs(a_in, num_iters);
-  to_init(init);
+  const NewtonSchulzInit init = parse_newton_schulz_init(init_name);
   CHECK_CPU(a_in);
   const at::ScalarType dtype = a_in.scalar_type();
   const bool low_precision = dtype == at::kHalf || dtype == at::kBFloat16;
@@ -65,6 +66,10 @@ at::Tensor newton_schulz_forward_cpu(const at::Tensor& a_in,
   return low_precision ? x.to(dtype) : x;
 }
 
-REGISTER_DEVICE_IMPL(newton_schulz_forward_impl, CPU, newton_schulz_forward_cpu)
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mmlaplacian, CPU, m) {
+  m.impl("newton_schulz_inverse", &newton_schulz_inverse_cpu);
+}
 
 }  // namespace mmlaplacian

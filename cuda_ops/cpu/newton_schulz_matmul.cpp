@@ -15,7 +15,7 @@
 
 #include <utility>
 
-#include "mmlaplacian_ops.hpp"
+#include "newton_schulz_matmul.hpp"
 #include "pytorch_cpp_helper.hpp"
 
 namespace mmlaplacian {
@@ -43,7 +43,7 @@ at::Tensor initial_guess(const at::Tensor& a, NewtonSchulzInit init) {
 }  // namespace
 
 at::Tensor newton_schulz_matmul(const at::Tensor& a_in, int64_t num_iters,
-                                int64_t init) {
+                                NewtonSchulzInit init) {
   check_newton_schulz_inputs(a_in, num_iters);
   // The out= matmuls refuse inputs that require grad while grad mode is on,
   // which it is in fresh worker threads; the gradient is analytic anyway.
@@ -51,7 +51,7 @@ at::Tensor newton_schulz_matmul(const at::Tensor& a_in, int64_t num_iters,
   const at::Tensor a = a_in.contiguous();
   if (a.numel() == 0) return at::empty_like(a);
 
-  at::Tensor x = initial_guess(a, to_init(init));
+  at::Tensor x = initial_guess(a, init);
   at::Tensor ax = at::empty_like(x);
   at::Tensor next = at::empty_like(x);
   for (int64_t it = 0; it < num_iters; ++it) {

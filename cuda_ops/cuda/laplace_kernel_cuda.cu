@@ -1,4 +1,5 @@
-// CUDA launchers of laplace_kernel (kernels in common/cuda/).
+// The CUDA kernels of laplace_kernel and laplace_kernel_backward (launchers
+// here, device code in common/cuda/), registered for the CUDA dispatch key.
 // Only Tensor methods are used (no ATen/ops/*.h): those headers would more
 // than double the compile time of this file.
 #include <ATen/Dispatch.h>
@@ -6,14 +7,12 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "cuda/laplace_kernel_cuda_kernel.cuh"
-#include "mmlaplacian_ops.hpp"
 #include "pytorch_cpp_helper.hpp"
-#include "pytorch_device_registry.hpp"
 
 namespace mmlaplacian {
 
@@ -28,10 +27,8 @@ int64_t dy_chunk_len(int64_t rows) {
   return cuda::ceil_div<int64_t>(len, cuda::kBwdLanes) * cuda::kBwdLanes;
 }
 
-}  // namespace
-
-at::Tensor laplace_kernel_forward_cuda(const at::Tensor& x_in,
-                                       const at::Tensor& y_in) {
+at::Tensor laplace_kernel_cuda(const at::Tensor& x_in,
+                               const at::Tensor& y_in) {
   const LaplaceShape s = check_laplace_inputs(x_in, y_in);
   const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
   CHECK_CUDA_INPUT(x);
@@ -48,7 +45,7 @@ at::Tensor laplace_kernel_forward_cuda(const at::Tensor& x_in,
                   std::min(s.batch, kMaxGridYZ));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, x.scalar_type(), "laplace_kernel_forward_cuda",
+      at::kHalf, at::kBFloat16, x.scalar_type(), "laplace_kernel_cuda",
       [&] {
         cuda::laplace_kernel_forward_cuda_kernel<scalar_t>
             <<<grid, block, 0, stream>>>(
@@ -60,12 +57,14 @@ at::Tensor laplace_kernel_forward_cuda(const at::Tensor& x_in,
   return out;
 }
 
-std::vector<at::Tensor> laplace_kernel_backward_cuda(
-    const at::Tensor& grad_in, const at::Tensor& x_in, const at::Tensor& y_in,
-    const at::Tensor& out_in, bool need_x, bool need_y) {
+LaplaceGrads laplace_kernel_backward_cuda(const at::Tensor& grad_in,
+                                          const at::Tensor& x_in,
+                                          const at::Tensor& y_in,
+                                          const at::Tensor& out_in,
+                                          bool need_x, bool need_y) {
   const LaplaceShape s =
       check_laplace_backward_inputs(grad_in, x_in, y_in, out_in);
-  if (!need_x && !need_y) return {at::Tensor(), at::Tensor()};
+  if (!need_x && !need_y) return {};
   const at::Tensor x = x_in.contiguous(), y = y_in.contiguous();
   const at::Tensor grad = grad_in.to(x.scalar_type()).contiguous();
   const at::Tensor out = out_in.contiguous();
@@ -75,8 +74,8 @@ std::vector<at::Tensor> laplace_kernel_backward_cuda(
   CHECK_CUDA_INPUT(out);
   c10::cuda::CUDAGuard guard(x.device());
   if (x.numel() == 0 || y.numel() == 0) {
-    return {need_x ? x.new_zeros(x.sizes()) : at::Tensor(),
-            need_y ? y.new_zeros(y.sizes()) : at::Tensor()};
+    return laplace_grads(need_x ? x.new_zeros(x.sizes()) : at::Tensor(),
+                         need_y ? y.new_zeros(y.sizes()) : at::Tensor());
   }
 
   const at::ScalarType acc_dtype =
@@ -133,12 +132,14 @@ std::vector<at::Tensor> laplace_kernel_backward_cuda(
   at::Tensor dx, dy;
   if (need_x) dx = dx_part.view({s.batch, s.rows, s.dim}).to(x.scalar_type());
   if (need_y) dy = dy_part.sum(1).to(y.scalar_type());
-  return {dx, dy};
+  return laplace_grads(dx, dy);
 }
 
-REGISTER_DEVICE_IMPL(laplace_kernel_forward_impl, CUDA,
-                     laplace_kernel_forward_cuda)
-REGISTER_DEVICE_IMPL(laplace_kernel_backward_impl, CUDA,
-                     laplace_kernel_backward_cuda)
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mmlaplacian, CUDA, m) {
+  m.impl("laplace_kernel", &laplace_kernel_cuda);
+  m.impl("laplace_kernel_backward", &laplace_kernel_backward_cuda);
+}
 
 }  // namespace mmlaplacian

@@ -1,6 +1,6 @@
-// CUDA implementation of newton_schulz_inverse: the fused shared-memory
-// kernel (common/cuda/newton_schulz_cuda_kernel.cuh) when the matrices fit,
-// else the batched-matmul iteration.
+// CUDA kernel of newton_schulz_inverse, registered for the CUDA dispatch key:
+// the fused shared-memory kernel (common/cuda/newton_schulz_cuda_kernel.cuh)
+// when the matrices fit, else the batched-matmul iteration.
 // Only Tensor methods are used (no ATen/ops/*.h), which keeps compiles short.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -8,14 +8,15 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAMacros.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
 
 #include <algorithm>
 #include <mutex>
+#include <string_view>
 
 #include "cuda/newton_schulz_cuda_kernel.cuh"
-#include "mmlaplacian_ops.hpp"
+#include "newton_schulz_matmul.hpp"
 #include "pytorch_cpp_helper.hpp"
-#include "pytorch_device_registry.hpp"
 
 namespace mmlaplacian {
 
@@ -52,7 +53,7 @@ void allow_fused_smem(int device, int optin) {
 // (m <= 16 * kMicro); smem_bytes <= the limit allow_fused_smem sets.
 template <int kMicro, typename T>
 void launch_fused(const at::Tensor& a, at::Tensor& x, int m, int num_iters,
-                  int init, size_t smem_bytes, int optin,
+                  NewtonSchulzInit init, size_t smem_bytes, int optin,
                   cudaStream_t stream) {
   auto kernel = cuda::newton_schulz_cuda_kernel<kMicro, T>;
   allow_fused_smem<kMicro, T>(a.device().index(), optin);
@@ -80,7 +81,7 @@ size_t fused_smem_bytes(int m, size_t elem_size, int optin) {
 }
 
 at::Tensor newton_schulz_compute(const at::Tensor& a, int64_t num_iters,
-                                 int64_t init) {
+                                 NewtonSchulzInit init) {
   const int m = static_cast<int>(a.size(1));
   const int optin = smem_optin(a.device().index());
   const size_t smem = fused_smem_bytes(m, a.element_size(), optin);
@@ -89,26 +90,25 @@ at::Tensor newton_schulz_compute(const at::Tensor& a, int64_t num_iters,
   }
   at::Tensor x = a.new_empty(a.sizes());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "newton_schulz_forward_cuda", [&] {
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "newton_schulz_inverse_cuda",
+                             [&] {
     const int iters = static_cast<int>(num_iters);
-    const int code = static_cast<int>(init);
     if (m <= 16 * 2) {
-      launch_fused<2, scalar_t>(a, x, m, iters, code, smem, optin, stream);
+      launch_fused<2, scalar_t>(a, x, m, iters, init, smem, optin, stream);
     } else if (m <= 16 * 4) {
-      launch_fused<4, scalar_t>(a, x, m, iters, code, smem, optin, stream);
+      launch_fused<4, scalar_t>(a, x, m, iters, init, smem, optin, stream);
     } else {
-      launch_fused<8, scalar_t>(a, x, m, iters, code, smem, optin, stream);
+      launch_fused<8, scalar_t>(a, x, m, iters, init, smem, optin, stream);
     }
   });
   return x;
 }
 
-}  // namespace
-
-at::Tensor newton_schulz_forward_cuda(const at::Tensor& a_in,
-                                      int64_t num_iters, int64_t init) {
+at::Tensor newton_schulz_inverse_cuda(const at::Tensor& a_in,
+                                      int64_t num_iters,
+                                      std::string_view init_name) {
   check_newton_schulz_inputs(a_in, num_iters);
-  to_init(init);
+  const NewtonSchulzInit init = parse_newton_schulz_init(init_name);
   CHECK_CUDA(a_in);
   TORCH_CHECK_TYPE(at::isFloatingType(a_in.scalar_type()),
                    "newton_schulz_inverse: expected a floating-point A, got ",
@@ -124,7 +124,10 @@ at::Tensor newton_schulz_forward_cuda(const at::Tensor& a_in,
   return low_precision ? x.to(a_in.scalar_type()) : x;
 }
 
-REGISTER_DEVICE_IMPL(newton_schulz_forward_impl, CUDA,
-                     newton_schulz_forward_cuda)
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mmlaplacian, CUDA, m) {
+  m.impl("newton_schulz_inverse", &newton_schulz_inverse_cuda);
+}
 
 }  // namespace mmlaplacian

@@ -1,4 +1,4 @@
-"""Adapters that plug the backbone into other frameworks, each imported only
-when its framework is there: :mod:`.openmmlab` by ``import mmlaplacian``
-when mmengine is installed, :mod:`.timm_models` together with timm
-(:mod:`.import_hooks`)."""
+"""Adapters that plug the backbone into other frameworks: :mod:`.openmmlab`,
+imported by ``import mmlaplacian`` when mmengine is installed, and
+:mod:`.timm_models`, imported by its users (``import
+mmlaplacian.adapters.timm_models`` registers the variants with timm)."""

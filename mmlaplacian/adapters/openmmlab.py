@@ -13,14 +13,13 @@ Works on both OpenMMLab stacks: upstream (mmengine 0.10.7, mmcv 2.1.0) and
 the maintained fork with the same import names (onedl-*), see
 ``docs/frameworks.md``.
 """
+from mmlaplacian import datasets, engine  # noqa: F401  (they register)
+from mmlaplacian.engine.checkpoint_loader import \
+    install_mmengine_checkpoint_fix
 from mmlaplacian.models import LaplacianFormer
 from mmlaplacian.registry import MODELS, register
-from mmlaplacian.utils import install_mmengine_checkpoint_fix
 
-# mmengine 0.10.x cannot load its own checkpoints under torch >= 2.6
+# mmengine 0.10.7 cannot load its own checkpoints under torch >= 2.6
 # (the weights-only default); fix it for every user of the package.
 install_mmengine_checkpoint_fix()
-
-from mmlaplacian import datasets, engine  # noqa: E402,F401  (they register)
-
 register(MODELS, 'MODELS')(LaplacianFormer)

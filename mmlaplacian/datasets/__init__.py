@@ -11,12 +11,11 @@ The synthetic datasets of the quick starts and tests are in
 """
 from mmlaplacian.registry import DATASETS, TRANSFORMS, register_downstream
 
-from .check_label_map import CheckLabelMap
-from .checked_coco import CheckedCocoDataset, SmallImagesWarning
-from .coco_checks import (CocoClassesWarning, class_mismatch,
-                          read_coco_annotations)
+from .checked_coco_dataset import CheckedCocoDataset, SmallImagesWarning
+from .coco_annotations import (CocoClassesWarning, class_mismatch,
+                               read_coco_annotations)
 from .dataset_roots import DatasetNotFoundError, check_dataset_paths
-from .label_map_checks import LabelMapError, check_label_map
+from .label_map_checks import CheckLabelMap, LabelMapError, check_label_map
 
 
 def build_label_map_dataset(*args, **kwargs):

@@ -11,8 +11,7 @@ from typing import List
 from mmseg.datasets import BaseSegDataset
 from mmseg.datasets.transforms import LoadAnnotations
 
-from .check_label_map import CheckLabelMap
-from .label_map_checks import missing_label_files
+from .label_map_checks import CheckLabelMap, missing_label_files
 
 
 class LabelMapDataset(BaseSegDataset):

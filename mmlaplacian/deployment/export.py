@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Union
 import torch
 import torch.nn as nn
 
-from mmlaplacian.ops.export_forms import (CHUNK_ELEMENTS, LAPLACE_FORMS,
+from mmlaplacian.ops.export_forms import (BLOCK_ELEMENTS, LAPLACE_FORMS,
                                           export_decompositions,
                                           torch_onnx_gives_form)
 from .onnx_ops import onnx_translation_table
@@ -147,7 +147,7 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
                 input_name: str = 'image',
                 optimize: bool = False,
                 laplace: Optional[str] = None,
-                chunk_elements: int = CHUNK_ELEMENTS) -> ExportResult:
+                block_elements: int = BLOCK_ELEMENTS) -> ExportResult:
     """Export ``module(example)`` to ``path`` with standard operators only.
 
     Args:
@@ -168,12 +168,12 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
             it loads it, and measured no faster on the optimised file, while
             the pass doubled the export time; off by default.
         laplace (str, optional): Graph form of the Laplacian kernel,
-            ``'chunked'``, ``'per-feature'`` or ``'auto'``
+            ``'row-blocks'``, ``'per-feature'`` or ``'auto'``
             (:mod:`mmlaplacian.ops.export_forms`). Defaults to
-            ``'chunked'`` for static sizes and ``'per-feature'`` with
-            ``dynamic`` (chunks need a static N).
-        chunk_elements (int): Element budget of one chunk's
-            ``(B, h, d, Nc, m)`` difference tensor.
+            ``'row-blocks'`` for static sizes and ``'per-feature'`` with
+            ``dynamic`` (row blocks need a static N).
+        block_elements (int): Element budget of one row block's
+            ``(B, h, d, Nb, m)`` difference tensor.
 
     Returns:
         ExportResult: The file, the export time and the operator counts.
@@ -181,7 +181,7 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
     Raises:
         ValueError: ``opset < 16``, a size that is not a multiple of 32
             with ``dynamic``, an unknown ``laplace``,
-            ``laplace='chunked'`` with ``dynamic``, or ``dynamic`` with a
+            ``laplace='row-blocks'`` with ``dynamic``, or ``dynamic`` with a
             program exported with static sizes.
         ExportError: The graph holds a non-standard operator, or a dynamic
             export came out with a fixed input size.
@@ -201,13 +201,13 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
                 'sizes: export the module itself with dynamic=True, or pass '
                 'torch.export.export(..., dynamic_shapes=...)')
         dynamic = symbolic
-    laplace = laplace or ('per-feature' if dynamic else 'chunked')
+    laplace = laplace or ('per-feature' if dynamic else 'row-blocks')
     if laplace not in LAPLACE_FORMS:
         raise ValueError(f'laplace must be one of {LAPLACE_FORMS}, got '
                          f'{laplace!r}')
-    if dynamic and laplace == 'chunked':
-        raise ValueError('the chunked Laplacian kernel needs static sizes '
-                         '(its chunk count is fixed in the graph); use '
+    if dynamic and laplace == 'row-blocks':
+        raise ValueError("the 'row-blocks' Laplacian kernel needs static "
+                         'sizes (its block count is fixed in the graph); use '
                          "laplace='per-feature' with dynamic")
     dynamic_shapes = None
     if dynamic and program is None:
@@ -233,9 +233,9 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
         # Our own pass retraces the whole program once more (a quarter of
         # the Tiny's export time): only where torch.onnx's would not give
         # the asked-for form.
-        if not torch_onnx_gives_form(laplace, chunk_elements, dynamic):
+        if not torch_onnx_gives_form(laplace, block_elements, dynamic):
             exported = exported.run_decompositions(
-                export_decompositions(laplace, chunk_elements))
+                export_decompositions(laplace, block_elements))
         onnx_program = torch.onnx.export(
             exported,
             dynamo=True,

@@ -36,7 +36,6 @@ def check_exportable(model: nn.Module) -> None:
                 f'{name} ({kind}) cannot be exported: it runs an mmcv '
                 f'compiled op that has no standard ONNX operator; replace it '
                 f'in the config (e.g. a plain convolution)')
-        # Subclasses too: the CPU-inference layer swaps in its own.
         if isinstance(module,
                       LaplacianAttention) and module.inverse != 'newton':
             raise ExportUnsupportedError(

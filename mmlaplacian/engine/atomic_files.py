@@ -15,16 +15,12 @@ import contextlib
 import os
 import os.path as osp
 import re
-import time
 from pathlib import Path
 from typing import List, Union
 
 from mmengine.fileio import LocalBackend, register_backend
 
 ATOMIC_BACKEND = 'local_atomic'
-# Fault injection for the kill tests: seconds to sleep once half of a file
-# is written (unset or 0 in normal use).
-PAUSE_ENV = 'MMLAPLACIAN_PAUSE_IN_WRITE'
 _TEMPORARY = re.compile(r'^\.(?P<name>.+)\.tmp\d+$')
 
 
@@ -43,28 +39,6 @@ def leftover_temporaries(folder: str) -> List[str]:
     return sorted(
         osp.join(folder, name) for name in os.listdir(folder)
         if _TEMPORARY.match(name))
-
-
-def _pause_seconds() -> float:
-    value = os.environ.get(PAUSE_ENV, '') or '0'
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f'{PAUSE_ENV}={value!r}: expected seconds (a '
-                         'number)') from None
-
-
-def _write_all(file, data: memoryview) -> None:
-    pause = _pause_seconds()
-    if pause <= 0:
-        file.write(data)
-        return
-    half = len(data) // 2
-    file.write(data[:half])
-    file.flush()
-    os.fsync(file.fileno())
-    time.sleep(pause)  # a half-written file on disk, for the kill tests
-    file.write(data[half:])
 
 
 def _fsync_folder(folder: str) -> None:
@@ -100,7 +74,7 @@ def atomic_write(path: Union[str, Path], data: Union[bytes, bytearray,
     temporary = temporary_path(path)
     try:
         with open(temporary, 'wb') as file:
-            _write_all(file, memoryview(data))
+            file.write(data)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)

@@ -1,9 +1,9 @@
-"""Stop a run at the first non-finite input image or loss, and say where.
+"""Stop a run at the first non-finite loss, and say where.
 
 Without it a NaN loss trains on silently: the weights turn to NaN, the
 logger prints ``loss: nan`` for the rest of the schedule, checkpoints of NaN
 weights are saved and the evaluation ends in a zero AP with no hint of the
-iteration or the loss term at fault.
+iteration, the loss term or the image at fault.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
-from mmengine.hooks import Hook
+from mmengine.hooks import Hook, RuntimeInfoHook
 
 from mmlaplacian.registry import HOOKS, register
 
@@ -20,29 +20,38 @@ DataBatch = Optional[Dict[str, Any]]
 
 @register(HOOKS, 'HOOKS')
 class FiniteCheckHook(Hook):
-    """Raise at the first empty batch, non-finite input or non-finite loss.
+    """Raise at the first non-finite training loss, naming the iteration,
+    the loss terms and the images of the batch.
 
-    A data loader without batches is refused before its loop starts. Before
-    every training, validation and test iteration the batch must hold
-    at least one image, and floating-point images must be finite (integer
-    images, as decoded from files, always are). After every training
-    iteration each logged loss term must be finite. The error names the
-    iteration (1-based, as the log prints it), the epoch, the loss terms at
-    fault and the image files of the batch.
+    The check costs no device-to-host copy: mmengine's ``RuntimeInfoHook``
+    (a higher priority) has already copied every logged loss term to the
+    host, into the message hub's ``train/<name>`` scalars, and this hook
+    reads those floats. Only when one is not finite does it look at the
+    batch: a floating-point input image that holds NaN or inf is named as
+    the cause (integer images, as decoded from files, always are finite);
+    otherwise the error names the loss terms at fault.
 
     It runs before the logger and the checkpoint hook, so the step whose
-    loss was not finite is neither logged as normal nor saved.
+    loss was not finite is neither logged as normal nor saved. It also
+    refuses a data loader without batches before its loop starts, and a
+    batch without images before its iteration.
 
-    Args:
-        check_inputs (bool): Check the input images. Defaults to True.
+    Raises:
+        FloatingPointError: From ``after_train_iter``: a loss term is NaN or
+            inf and the inputs are finite.
+        ValueError: From ``after_train_iter``: a loss term is not finite and
+            an input image holds NaN or inf; from the ``before_*`` methods:
+            an empty loader or batch, or no ``RuntimeInfoHook`` to read the
+            losses from.
     """
 
     priority = 'ABOVE_NORMAL'
 
-    def __init__(self, check_inputs: bool = True) -> None:
-        self.check_inputs = check_inputs
-
     def before_train(self, runner) -> None:
+        if not any(isinstance(h, RuntimeInfoHook) for h in runner.hooks):
+            raise ValueError(
+                'FiniteCheckHook reads the losses that RuntimeInfoHook logs; '
+                'the config disables it (default_hooks.runtime_info=None)')
         self._check_loader('train', runner.train_loop.dataloader)
 
     def before_val_epoch(self, runner) -> None:
@@ -53,39 +62,45 @@ class FiniteCheckHook(Hook):
 
     def before_train_iter(self, runner, batch_idx: int,
                           data_batch: DataBatch = None) -> None:
-        self._check_batch(runner, 'train', runner.iter + 1, data_batch)
+        _check_not_empty(_where(runner, 'train', runner.iter + 1),
+                         data_batch)
 
     def before_val_iter(self, runner, batch_idx: int,
                         data_batch: DataBatch = None) -> None:
-        self._check_batch(runner, 'val', batch_idx + 1, data_batch)
+        _check_not_empty(_where(runner, 'val', batch_idx + 1), data_batch)
 
     def before_test_iter(self, runner, batch_idx: int,
                          data_batch: DataBatch = None) -> None:
-        self._check_batch(runner, 'test', batch_idx + 1, data_batch)
+        _check_not_empty(_where(runner, 'test', batch_idx + 1), data_batch)
 
     def after_train_iter(self,
                          runner,
                          batch_idx: int,
                          data_batch: DataBatch = None,
                          outputs: Optional[dict] = None) -> None:
-        if not outputs:
-            return
-        bad = {
-            name: value
-            for name, value in outputs.items()
-            if name.startswith('loss') and not _is_finite(value)
+        logged = {
+            name: runner.message_hub.get_scalar(f'train/{name}').current()
+            for name in outputs or {} if name.startswith('loss')
         }
+        bad = {n: v for n, v in logged.items() if not math.isfinite(v)}
         if not bad:
             return
+        names = _image_names(data_batch)
+        where = _where(runner, 'train', runner.iter + 1)
+        images = _non_finite_images(data_batch)
+        if images:
+            raise ValueError(
+                f'{where}: input image(s) {images} of the batch contain NaN '
+                f'or inf; images of the batch: {names}')
         terms = [n for n in bad if n != 'loss'] or list(bad)
-        values = ', '.join(f'{n}={_as_float(bad[n])}' for n in terms)
+        values = ', '.join(f'{n}={bad[n]}' for n in terms)
         raise FloatingPointError(
             f'non-finite loss at iteration {runner.iter + 1} (epoch '
-            f'{runner.epoch + 1}): {values}; images of the batch: '
-            f'{_image_names(data_batch)}. Training stopped before this '
-            'step was logged or saved. Lower the learning rate, clip the '
-            'gradients (optim_wrapper.clip_grad=dict(max_norm=...)) or '
-            'check these images and their annotations.')
+            f'{runner.epoch + 1}): {values}; images of the batch: {names}. '
+            'Training stopped before this step was logged or saved. Lower '
+            'the learning rate, clip the gradients (optim_wrapper.clip_grad='
+            'dict(max_norm=...)) or check these images and their '
+            'annotations.')
 
     @staticmethod
     def _check_loader(mode: str, loader) -> None:
@@ -103,48 +118,37 @@ class FiniteCheckHook(Hook):
                 f'drop_last={drop_last}. Use more images, a smaller batch '
                 'or drop_last=False.')
 
-    def _check_batch(self, runner, mode: str, iteration: int,
-                     data_batch: DataBatch) -> None:
-        if data_batch is None:
-            return
-        inputs = data_batch.get('inputs')
-        where = f'{mode} iteration {iteration}'
-        if mode == 'train':
-            where += f' (epoch {runner.epoch + 1})'
-        if inputs is None or len(inputs) == 0:
-            raise ValueError(
-                f'{where}: the data loader gave an empty batch (no images). '
-                'Check the dataset (an annotation file without images, or '
-                'filter_cfg dropping every image) and the sampler.')
-        if not self.check_inputs:
-            return
-        images = inputs if isinstance(inputs, (list, tuple)) else [inputs]
-        bad = [
-            i for i, image in enumerate(images)
-            if isinstance(image, torch.Tensor) and image.is_floating_point()
-            and not torch.isfinite(image).all()
-        ]
-        if bad:
-            names = _image_names(data_batch)
-            raise ValueError(
-                f'{where}: input image(s) {bad} of the batch contain NaN or '
-                f'inf; images of the batch: {names}')
+
+def _where(runner, mode: str, iteration: int) -> str:
+    where = f'{mode} iteration {iteration}'
+    if mode == 'train':
+        where += f' (epoch {runner.epoch + 1})'
+    return where
 
 
-def _is_finite(value) -> bool:
-    if isinstance(value, torch.Tensor):
-        return bool(torch.isfinite(value).all())
-    if isinstance(value, (list, tuple)):
-        return all(_is_finite(v) for v in value)
-    if isinstance(value, (int, float)):
-        return math.isfinite(value)
-    return True
+def _check_not_empty(where: str, data_batch: DataBatch) -> None:
+    if data_batch is None:
+        return
+    inputs = data_batch.get('inputs')
+    if inputs is None or len(inputs) == 0:
+        raise ValueError(
+            f'{where}: the data loader gave an empty batch (no images). '
+            'Check the dataset (an annotation file without images, or '
+            'filter_cfg dropping every image) and the sampler.')
 
 
-def _as_float(value):
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return value.item()
-    return value
+def _non_finite_images(data_batch: DataBatch) -> List[int]:
+    """Indices of the batch's floating-point input images with NaN or inf
+    (the loader's tensors, before the data preprocessor)."""
+    inputs = (data_batch or {}).get('inputs')
+    if inputs is None:
+        return []
+    images = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    return [
+        i for i, image in enumerate(images)
+        if isinstance(image, torch.Tensor) and image.is_floating_point()
+        and not torch.isfinite(image).all()
+    ]
 
 
 def _image_names(data_batch: DataBatch) -> List[str]:

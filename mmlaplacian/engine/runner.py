@@ -9,10 +9,9 @@ from typing import Optional
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-from .config_checks import warn_unknown_options
-from .config_text import FormattedOnceConfig
 from .default_hooks import use_fixed_default_hooks
 from .distributed import init_cpu_distributed, set_default_timeout
+from .unknown_cfg_options import warn_unknown_options
 
 
 def read_config(path: str, cfg_options: Optional[dict] = None) -> Config:
@@ -71,8 +70,7 @@ def build_runner(cfg: Config) -> Runner:
     logger and checkpoint hooks: mmengine 0.10.7's write the test metrics
     on every rank and checkpoints non-atomically, and mmengine is no longer
     released upstream to fix them (see ``logger_hook.py``,
-    ``checkpoint_hook.py``). The runner's config formats its text once
-    (:class:`FormattedOnceConfig`), not for every checkpoint.
+    ``checkpoint_hook.py``).
     """
     from mmdet.utils import setup_cache_size_limit_of_dynamo
     setup_cache_size_limit_of_dynamo()
@@ -80,7 +78,6 @@ def build_runner(cfg: Config) -> Runner:
     set_default_timeout(cfg)
     if init_cpu_distributed(cfg):
         sync_bn_to_bn(cfg.model)
-    cfg = FormattedOnceConfig.of(cfg)
     if 'runner_type' not in cfg:
         return Runner.from_cfg(cfg)
     # The config's scope (mmdet, mmseg, ...) owns its runner registry.

@@ -5,9 +5,8 @@ openmmlab`'s job; nothing here imports mmengine.
 """
 from .backbones import LaplacianFormer
 from .classifier import LaplacianFormerClassifier
-from .layers import LaplacianAttention, set_inference_mode
+from .layers import LaplacianAttention
 
 __all__ = [
-    'LaplacianFormer', 'LaplacianFormerClassifier', 'LaplacianAttention',
-    'set_inference_mode'
+    'LaplacianFormer', 'LaplacianFormerClassifier', 'LaplacianAttention'
 ]

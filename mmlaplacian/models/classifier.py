@@ -7,12 +7,14 @@ itself is not needed to build or run it.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
 
 from .backbones import LaplacianFormer
+from .checkpoint import (filter_checkpoint, load_checkpoint_file,
+                         unwrap_state_dict)
 
 ALL_STAGES = (0, 1, 2, 3)
 
@@ -104,6 +106,18 @@ class LaplacianFormerClassifier(nn.Module):
         nn.init.zeros_(head.bias)
         return head
 
+    def load_pretrained(self, checkpoint: str) -> None:
+        """Load a checkpoint file of any layout :func:`classifier_state_dict`
+        reads (timm calls this for ``pretrained=True``).
+
+        Args:
+            checkpoint (str): A local path or URL. It is unpickled in full
+                (mmengine and mmpretrain checkpoints hold more than tensors):
+                load only files you trust.
+        """
+        self.load_state_dict(
+            classifier_state_dict(load_checkpoint_file(checkpoint), self))
+
     def get_classifier(self) -> nn.Module:
         return self.head
 
@@ -174,3 +188,45 @@ class LaplacianFormerClassifier(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
+
+
+def classifier_state_dict(
+        checkpoint: Mapping,
+        model: LaplacianFormerClassifier) -> Dict[str, torch.Tensor]:
+    """A checkpoint of any layout the backbone loads, as ``model``'s state
+    dict.
+
+    The backbone's tensors go through the package's checkpoint filter
+    (:func:`~mmlaplacian.models.checkpoint.filter_checkpoint`: wrappers,
+    prefixes, earlier key versions, SOFT-style keys, position-embedding
+    resizing), so this accepts mmpretrain classifiers trained with
+    ``configs/imagenet/`` (``backbone.*``, ``head.fc.*``), the output of
+    ``tools/model_converters/laplacianformer_to_mmdet.py`` and mmdet/mmseg
+    checkpoints (backbone only). A head that the checkpoint lacks, or whose
+    shape differs from ``model``'s (another number of classes), keeps
+    ``model``'s initialisation. Applying it to its own output changes
+    nothing.
+    """
+    # The same wrapper as the backbone's (EMA weights first).
+    state = unwrap_state_dict(checkpoint)
+    head = {k[len('head.fc.'):]: v for k, v in state.items()
+            if k.startswith('head.fc.')}
+    head.update({k[len('head.'):]: v for k, v in state.items()
+                 if k.startswith('head.') and k[5:] in ('weight', 'bias')})
+    backbone = filter_checkpoint(checkpoint,
+                                 model.backbone.state_dict()).state_dict
+    own = model.state_dict()
+    out = {f'backbone.{k}': v for k, v in backbone.items()}
+    # Stage norms the checkpoint lacks (a classifier normalises only the
+    # last stage) keep this model's initial identity affine.
+    for key, value in own.items():
+        if key.startswith('backbone.') and '.norm.' in key:
+            out.setdefault(key, value)
+    for name, value in head.items():
+        key = f'head.{name}'
+        if key in own and own[key].shape == value.shape:
+            out[key] = value
+    for key, value in own.items():
+        if key.startswith('head.'):
+            out.setdefault(key, value)
+    return out

@@ -12,14 +12,15 @@ The Laplacian kernel has two graph forms:
 feature at a time over the whole ``(B, N, M)`` matrix (``3d`` full-size
 passes, about ``5d`` nodes per kernel matrix). It works with symbolic sizes.
 
-``'chunked'`` splits the N tokens into a fixed number of chunks, known when
-the graph is built, and computes each chunk's ``|x_i - y_j|`` over all
-features at once, ``(B, d, Nc, M)``, reduced over ``d``. The chunk is sized
-to a fixed element budget, so the largest temporary is bounded whatever N
-is and the graph has a handful of nodes per chunk instead of ``5d`` per
-kernel. It needs static sizes (the chunk count is unrolled).
+``'row-blocks'`` splits the N rows of K (the tokens of x) into a fixed
+number of blocks, known when the graph is built, and computes each block's
+``|x_i - y_j|`` over all features at once, ``(B, d, Nb, M)``, reduced over
+``d``. A block is sized to a fixed element budget, so the largest temporary
+is bounded whatever N is and the graph has a handful of nodes per block
+instead of ``5d`` per kernel. It needs static sizes (the block count is
+unrolled).
 
-``'auto'`` takes ``'chunked'`` where the sizes are static and
+``'auto'`` takes ``'row-blocks'`` where the sizes are static and
 ``'per-feature'`` where they are symbolic. Newton–Schulz has one form: its
 fixed number of batched matrix products.
 
@@ -40,42 +41,43 @@ import torch
 
 from .reference import newton_schulz_forward_reference
 
-LAPLACE_FORMS = ('auto', 'chunked', 'per-feature')
-# Elements of one chunk's (B, d, Nc, M) difference tensor: 1M fp32 = 4 MiB,
+LAPLACE_FORMS = ('auto', 'row-blocks', 'per-feature')
+# Elements of one block's (B, d, Nb, M) difference tensor: 1M fp32 = 4 MiB,
 # within a server L3 and small next to the (N, M) output at detection sizes.
-CHUNK_ELEMENTS = 2**20
+BLOCK_ELEMENTS = 2**20
 
 
-def chunk_tokens(x: torch.Tensor,
-                 y: torch.Tensor,
-                 max_elements: int = CHUNK_ELEMENTS) -> int:
-    """Tokens of ``x`` per chunk so that ``(..., d, Nc, M)`` holds at most
-    ``max_elements`` elements (at least one token)."""
-    per_token = math.prod(x.shape[:-2]) * y.shape[-2] * x.shape[-1]
-    return max(1, max_elements // max(1, per_token))
+def block_rows(x: torch.Tensor,
+               y: torch.Tensor,
+               max_elements: int = BLOCK_ELEMENTS) -> int:
+    """Rows of K (tokens of ``x``) per block so that ``(..., d, Nb, M)``
+    holds at most ``max_elements`` elements (at least one row)."""
+    per_row = math.prod(x.shape[:-2]) * y.shape[-2] * x.shape[-1]
+    return max(1, max_elements // max(1, per_row))
 
 
-def laplace_kernel_chunked(x: torch.Tensor,
-                           y: torch.Tensor,
-                           max_elements: int = CHUNK_ELEMENTS) -> torch.Tensor:
+def laplace_kernel_row_blocks(
+        x: torch.Tensor,
+        y: torch.Tensor,
+        max_elements: int = BLOCK_ELEMENTS) -> torch.Tensor:
     """``K[..., i, j] = exp(-sum_c |x[..., i, c] - y[..., j, c]|)`` over
-    chunks of the tokens of ``x``.
+    blocks of rows (tokens of ``x``).
 
     Args:
         x (Tensor): ``(..., N, d)``, static sizes.
         y (Tensor): ``(..., M, d)``, the same leading dims.
-        max_elements (int): Budget of one chunk's ``(..., d, Nc, M)``
+        max_elements (int): Budget of one block's ``(..., d, Nb, M)``
             difference tensor.
 
     Returns:
         Tensor: ``(..., N, M)``.
     """
-    step = chunk_tokens(x, y, max_elements)
-    # Features first, (..., d, Nc, M): the reduction then adds d contiguous
-    # (Nc, M) planes, which onnxruntime vectorises.
+    step = block_rows(x, y, max_elements)
+    # Features first, (..., d, Nb, M): the reduction then adds d contiguous
+    # (Nb, M) planes, which onnxruntime vectorises.
     y_t = y.transpose(-1, -2).unsqueeze(-2)  # (..., d, 1, M)
     x_t = x.transpose(-1, -2).unsqueeze(-1)  # (..., d, N, 1)
-    # One split for all chunks, one exp over the (..., N, M) result.
+    # One split for all blocks, one exp over the (..., N, M) result.
     dists = [(part - y_t).abs().sum(-3) for part in x_t.split(step, dim=-2)]
     dist = dists[0] if len(dists) == 1 else torch.cat(dists, dim=-2)
     return torch.exp(-dist)
@@ -105,7 +107,7 @@ def _is_static(*tensors: torch.Tensor) -> bool:
 
 
 def laplace_kernel_form(form: str = 'auto',
-                        max_elements: int = CHUNK_ELEMENTS) -> Callable:
+                        max_elements: int = BLOCK_ELEMENTS) -> Callable:
     """The Laplacian kernel ``(x, y) -> K`` in graph form ``form``.
 
     Raises:
@@ -116,26 +118,27 @@ def laplace_kernel_form(form: str = 'auto',
                          f'{LAPLACE_FORMS}, got {form!r}')
 
     def laplace_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        chunked = form == 'chunked' or (form == 'auto' and _is_static(x, y))
-        if not chunked:
+        blocked = form == 'row-blocks' or (form == 'auto' and
+                                           _is_static(x, y))
+        if not blocked:
             return laplace_kernel_per_feature(x, y)
         if not _is_static(x, y):
             raise ValueError(
-                "the 'chunked' Laplacian kernel needs static sizes (its "
-                "chunk count is fixed in the graph); use 'per-feature' or "
+                "the 'row-blocks' Laplacian kernel needs static sizes (its "
+                "block count is fixed in the graph); use 'per-feature' or "
                 "'auto' with dynamic shapes")
-        return laplace_kernel_chunked(x, y, max_elements)
+        return laplace_kernel_row_blocks(x, y, max_elements)
 
     return laplace_kernel
 
 
 def export_decompositions(laplace: str = 'auto',
-                          max_elements: int = CHUNK_ELEMENTS) -> Dict:
+                          max_elements: int = BLOCK_ELEMENTS) -> Dict:
     """Decomposition table that rewrites our operators into standard ones.
 
     Args:
         laplace (str): Graph form of the Laplacian kernel (module docstring).
-        max_elements (int): Element budget of one chunk of ``'chunked'``.
+        max_elements (int): Element budget of one block of ``'row-blocks'``.
 
     Returns:
         dict: ``{operator overload: function}`` for
@@ -167,10 +170,10 @@ def torch_onnx_gives_form(laplace: str, max_elements: int,
                           dynamic: bool) -> bool:
     """Whether torch.onnx's own decomposition pass, with the registered
     ``'auto'`` forms, gives ``laplace`` at ``max_elements``: ``'auto'``
-    itself, or ``'chunked'`` when every size is static, at the default
-    chunk size. Then an exporter needs no decomposition pass of its own."""
-    return max_elements == CHUNK_ELEMENTS and (
-        laplace == 'auto' or (laplace == 'chunked' and not dynamic))
+    itself, or ``'row-blocks'`` when every size is static, at the default
+    block size. Then an exporter needs no decomposition pass of its own."""
+    return max_elements == BLOCK_ELEMENTS and (
+        laplace == 'auto' or (laplace == 'row-blocks' and not dynamic))
 
 
 _register_auto_forms()

@@ -1,21 +1,21 @@
 """The Laplacian kernel ``exp(-||x_i - y_j||_1)`` as a PyTorch operator.
 
-``torch.ops.mmlaplacian.laplace_kernel`` is a custom operator: the compiled
-C++ and CUDA kernels are registered for the CPU and CUDA dispatch keys when
-``mmlaplacian._ext`` has them (the PyTorch reference serves every other
-device, and the CPU when the extension is not built), with a fake kernel for
-``torch.compile``/``torch.export`` and an analytic backward, itself the
-operator ``torch.ops.mmlaplacian.laplace_kernel_backward``.
+``torch.ops.mmlaplacian.laplace_kernel`` and its analytic backward, the
+operator ``torch.ops.mmlaplacian.laplace_kernel_backward``, are declared by
+the extension or by :mod:`.extension`, which also says which compiled
+kernels they have. Here they get the PyTorch reference as the kernel of
+every device without a compiled one, their fake kernels for
+``torch.compile``/``torch.export``, and the forward its autograd formula.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from typing import Optional
 
 import torch
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from .ext_loader import compiled_kernels, resolve_impl
+from .extension import resolve_impl
 from .reference import (laplace_kernel_backward_reference,
                         laplace_kernel_forward_reference)
 from .validation import (autocast_disabled, autocast_enabled,
@@ -24,80 +24,26 @@ from .validation import (autocast_disabled, autocast_enabled,
 
 _OP = 'laplace_kernel'
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+OPS = torch.ops.mmlaplacian
 Tensor = torch.Tensor
 
-
-@torch.library.custom_op('mmlaplacian::laplace_kernel', mutates_args=())
-def laplace_kernel_op(x: Tensor, y: Tensor) -> Tensor:
-    """``K = exp(-||x_i - y_j||_1)`` of contiguous ``x (B, N, d)``,
-    ``y (B, M, d)`` of one dtype; no checks (see :func:`laplace_kernel`)."""
-    return laplace_kernel_forward_reference(x, y)
+torch.library.register_kernel('mmlaplacian::laplace_kernel', None,
+                              laplace_kernel_forward_reference)
+torch.library.register_kernel('mmlaplacian::laplace_kernel_backward', None,
+                              laplace_kernel_backward_reference)
 
 
-@torch.library.custom_op(
-    'mmlaplacian::laplace_kernel_backward', mutates_args=())
-def laplace_kernel_backward_op(grad: Tensor, x: Tensor, y: Tensor,
-                               out: Tensor, need_x: bool,
-                               need_y: bool) -> Tuple[Tensor, Tensor]:
-    """``(dx, dy)`` of :func:`laplace_kernel_op` from its output ``out``; a
-    gradient that is not needed is not computed and comes back empty."""
-    dx, dy = laplace_kernel_backward_reference(grad, x, y, out, need_x,
-                                               need_y)
-    return _or_empty(dx, x), _or_empty(dy, y)
-
-
-def _or_empty(grad: Optional[Tensor], like: Tensor) -> Tensor:
-    # An operator returns tensors only: an empty one stands for "not needed".
-    return like.new_empty(0) if grad is None else grad
-
-
-def _none_if_empty(grad: Tensor, like: Tensor) -> Optional[Tensor]:
-    return None if grad.numel() == 0 and like.numel() != 0 else grad
-
-
-@laplace_kernel_op.register_fake
+@torch.library.register_fake('mmlaplacian::laplace_kernel')
 def _laplace_kernel_fake(x: Tensor, y: Tensor) -> Tensor:
     return x.new_empty(x.shape[0], x.shape[1], y.shape[1])
 
 
-@laplace_kernel_backward_op.register_fake
-def _laplace_kernel_backward_fake(grad: Tensor, x: Tensor, y: Tensor,
-                                  out: Tensor, need_x: bool,
-                                  need_y: bool) -> Tuple[Tensor, Tensor]:
-    return (torch.empty_like(x) if need_x else x.new_empty(0),
-            torch.empty_like(y) if need_y else y.new_empty(0))
-
-
-def _register_compiled_kernels() -> None:
-    """Register the extension's kernels per dispatch key (CPU, CUDA)."""
-    for device, ext in compiled_kernels().items():
-        laplace_kernel_op.register_kernel(device)(ext.laplace_kernel_forward)
-
-        def backward(grad, x, y, out, need_x, need_y, _ext=ext):
-            dx, dy = _ext.laplace_kernel_backward(grad, x, y, out, need_x,
-                                                  need_y)
-            return _or_empty(dx, x), _or_empty(dy, y)
-
-        laplace_kernel_backward_op.register_kernel(device)(backward)
-
-
-_register_compiled_kernels()
-
-
-def _kernels(impl: str) -> Tuple[Callable, Callable]:
-    """(forward, backward) of an impl: ``'pytorch'`` the reference
-    functions, any other the operators (the dispatcher picks the kernel of
-    the inputs' device). The backward returns None for a gradient that is
-    not needed."""
-    if impl == 'pytorch':
-        return (laplace_kernel_forward_reference,
-                laplace_kernel_backward_reference)
-
-    def backward(grad, x, y, out, need_x, need_y):
-        dx, dy = laplace_kernel_backward_op(grad, x, y, out, need_x, need_y)
-        return _none_if_empty(dx, x), _none_if_empty(dy, y)
-
-    return laplace_kernel_op, backward
+@torch.library.register_fake('mmlaplacian::laplace_kernel_backward')
+def _laplace_kernel_backward_fake(
+        grad: Tensor, x: Tensor, y: Tensor, out: Tensor, need_x: bool,
+        need_y: bool) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    return (torch.empty_like(x) if need_x else None,
+            torch.empty_like(y) if need_y else None)
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -112,10 +58,12 @@ def _backward(ctx, grad: Tensor):
     if not (need_x or need_y):
         return None, None
     x, y, out = ctx.saved_tensors
-    return _kernels('op')[1](grad.contiguous(), x, y, out, need_x, need_y)
+    return OPS.laplace_kernel_backward(grad.contiguous(), x, y, out, need_x,
+                                       need_y)
 
 
-laplace_kernel_op.register_autograd(_backward, setup_context=_setup_context)
+torch.library.register_autograd(
+    'mmlaplacian::laplace_kernel', _backward, setup_context=_setup_context)
 
 
 class LaplaceKernelReference(Function):
@@ -136,8 +84,8 @@ class LaplaceKernelReference(Function):
         if not (need_x or need_y):
             return None, None
         x, y, out = ctx.saved_tensors
-        return _kernels('pytorch')[1](grad.contiguous(), x, y, out, need_x,
-                                      need_y)
+        return laplace_kernel_backward_reference(grad.contiguous(), x, y, out,
+                                                 need_x, need_y)
 
 
 def _check_inputs(x: object, y: object, autocast: bool) -> None:
@@ -220,7 +168,7 @@ def laplace_kernel(x: torch.Tensor,
             out = LaplaceKernelReference.apply(
                 x, y if y is not x else y.view_as(y))
         else:
-            out = laplace_kernel_op(x, y)
+            out = OPS.laplace_kernel(x, y)
     return out if out_dtype is None else out.to(out_dtype)
 
 

@@ -1,9 +1,10 @@
 """Matrix inverse by Newton–Schulz iteration as a PyTorch operator.
 
-``torch.ops.mmlaplacian.newton_schulz_inverse`` has the extension's kernels
-registered for the CPU and CUDA dispatch keys when they are built (the
-batched-matmul reference otherwise), a fake kernel, and the analytic
-backward of the exact inverse.
+``torch.ops.mmlaplacian.newton_schulz_inverse`` is declared by the extension
+or by :mod:`.extension`, which also says which compiled kernels it has.
+Here it gets the batched-matmul reference as the kernel of every device
+without a compiled one, a fake kernel, and the analytic backward of the
+exact inverse.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from .ext_loader import compiled_kernels, resolve_impl
+from .extension import resolve_impl
 from .reference import (NEWTON_SCHULZ_INITS, inverse_residual,
                         newton_schulz_backward,
                         newton_schulz_forward_reference)
@@ -21,35 +22,16 @@ from .validation import (autocast_disabled, autocast_enabled, check_tensor,
                          compute_dtype)
 
 _OP = 'newton_schulz_inverse'
-# Init codes of mmlaplacian._ext (NewtonSchulzInit in cuda_ops/common).
-_INIT_CODES = {'auto': 0, 'identity': 1, 'transpose': 2}
+OPS = torch.ops.mmlaplacian
 Tensor = torch.Tensor
 
-
-@torch.library.custom_op(
-    'mmlaplacian::newton_schulz_inverse', mutates_args=())
-def newton_schulz_op(a: Tensor, num_iters: int, init: str) -> Tensor:
-    """``num_iters`` Newton–Schulz steps for contiguous ``A (B, m, m)`` in
-    fp32 or fp64; no checks (see :func:`newton_schulz_inverse`)."""
-    return newton_schulz_forward_reference(a, num_iters, init)
+torch.library.register_kernel('mmlaplacian::newton_schulz_inverse', None,
+                              newton_schulz_forward_reference)
 
 
-@newton_schulz_op.register_fake
+@torch.library.register_fake('mmlaplacian::newton_schulz_inverse')
 def _newton_schulz_fake(a: Tensor, num_iters: int, init: str) -> Tensor:
     return torch.empty_like(a)
-
-
-def _register_compiled_kernels() -> None:
-    """Register the extension's kernels per dispatch key (CPU, CUDA)."""
-    for device, ext in compiled_kernels().items():
-
-        def forward(a, num_iters, init, _ext=ext):
-            return _ext.newton_schulz_forward(a, num_iters, _INIT_CODES[init])
-
-        newton_schulz_op.register_kernel(device)(forward)
-
-
-_register_compiled_kernels()
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -65,7 +47,9 @@ def _backward(ctx, grad: Tensor):
     return newton_schulz_backward(grad, x), None, None
 
 
-newton_schulz_op.register_autograd(_backward, setup_context=_setup_context)
+torch.library.register_autograd(
+    'mmlaplacian::newton_schulz_inverse', _backward,
+    setup_context=_setup_context)
 
 
 class NewtonSchulzReference(Function):
@@ -161,7 +145,7 @@ def newton_schulz_inverse(
         if impl == 'pytorch':
             x = NewtonSchulzReference.apply(a, num_iters, init)
         else:
-            x = newton_schulz_op(a, num_iters, init)
+            x = OPS.newton_schulz_inverse(a, num_iters, init)
     out = x.to(out_dtype)
     if not return_residual:
         return out

@@ -1,8 +1,2 @@
-from .pretrained_checks import (PretrainedNotFoundError,
-                                check_pretrained_checkpoint)
-from .torch_load_compat import install_mmengine_checkpoint_fix, torch_load_full
-
-__all__ = [
-    'PretrainedNotFoundError', 'check_pretrained_checkpoint',
-    'install_mmengine_checkpoint_fix', 'torch_load_full'
-]
+"""Utilities around the model: FLOP counting (:mod:`.flops`,
+:mod:`.flop_handles`) and the log of the core (:mod:`.logging`)."""

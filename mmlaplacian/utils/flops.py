@@ -2,10 +2,10 @@
 
 ``count_model_flops`` traces the model once with mmengine's
 ``FlopAnalyzer`` (fvcore's jit counter) plus the handles of
-:mod:`mmlaplacian.utils.flop_handles` for our fused ops, so every figure follows from the
-built model: nothing about the architecture is written down here. Tracing
-always runs the plain attention path (the chunked CPU-inference layer is
-skipped under ``torch.jit`` tracing), whose arithmetic is the model's.
+:mod:`mmlaplacian.utils.flop_handles` for our fused ops, so every figure
+follows from the built model: nothing about the architecture is written
+down here. Traced, a layer in its default mode runs its full (unchunked)
+form, so the counts are the model's arithmetic.
 
 Example:
     >>> from mmlaplacian.utils.flops import count_model_flops
@@ -14,9 +14,9 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import importlib
 import math
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Counter, Dict, Optional, Sequence, Tuple, Union
 

@@ -1,7 +1,8 @@
 """LaplacianFormer through timm: every variant as ``timm.create_model``,
 ``features_only`` with the right ``feature_info``, timm's model interface,
-and checkpoints of our mmpretrain configs and converter loaded by
-``pretrained=True``."""
+and a converted backbone checkpoint loaded by ``pretrained=True`` (the
+ImageNet classifier's checkpoints: tests/backbone/test_classification.py,
+beside mmpretrain)."""
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import torch
 
 timm = pytest.importorskip('timm')
 
-import mmlaplacian  # noqa: E402,F401  (registers the timm models)
+import mmlaplacian.adapters.timm_models  # noqa: E402,F401  (registers them)
 from mmlaplacian.models import LaplacianFormer  # noqa: E402
 
 VARIANTS = {  # arch: stage channels (DESIGN's variant table)
@@ -76,41 +77,6 @@ def test_classifier_interface_follows_timm():
     assert net(x).shape == (1, 512)
 
 
-def _mmpretrain_classifier():
-    """The ImageNet classifier of ``configs/imagenet/lf_tiny_in1k.py``,
-    built by mmpretrain, with random weights."""
-    pytest.importorskip('mmpretrain')
-    from mmengine.config import Config
-    from mmengine.registry import DefaultScope
-    from mmpretrain.registry import MODELS
-
-    cfg = Config.fromfile('configs/imagenet/lf_tiny_in1k.py')
-    torch.manual_seed(0)
-    # Another test may have left mmdet as the default scope.
-    with DefaultScope.overwrite_default_scope('mmpretrain'):
-        model = MODELS.build(cfg.model)
-    model.init_weights()
-    return model.eval()
-
-
-def test_pretrained_loads_an_mmpretrain_checkpoint(tmp_path, repo_root,
-                                                   monkeypatch):
-    """``pretrained=True`` with ``pretrained_cfg_overlay=dict(file=...)``
-    takes a checkpoint written by our mmpretrain config: the timm model
-    gives the classifier's logits."""
-    monkeypatch.chdir(repo_root)
-    classifier = _mmpretrain_classifier()
-    path = tmp_path / 'lf_tiny_in1k.pth'
-    torch.save({'meta': {}, 'state_dict': classifier.state_dict()}, path)
-    net = timm.create_model(
-        'laplacianformer_tiny', pretrained=True,
-        pretrained_cfg_overlay=dict(file=str(path))).eval()
-    x = image(3)
-    with torch.no_grad():
-        expected = classifier(x, mode='tensor')
-        torch.testing.assert_close(net(x), expected, rtol=1e-5, atol=1e-6)
-
-
 def test_pretrained_loads_a_converted_backbone(tmp_path):
     """A backbone-only checkpoint (what the SOFT-style converter writes)
     loads into the backbone; the head keeps its initialisation."""
@@ -125,16 +91,15 @@ def test_pretrained_loads_a_converted_backbone(tmp_path):
         assert torch.equal(net.state_dict()[f'backbone.{key}'], value), key
 
 
-def test_models_are_registered_when_timm_is_imported_later():
-    """``import mmlaplacian`` leaves timm unloaded (it takes over a second)
-    and registers the models when timm is first imported; timm keeps its
-    own loader. (The other order is this file's: timm first.)"""
-    code = ('import mmlaplacian, sys\n'
+def test_the_adapter_import_registers_the_models_and_only_it_does():
+    """In a fresh interpreter: ``import mmlaplacian`` neither imports timm
+    (it takes over a second) nor registers anything with it; importing the
+    adapter registers the five variants."""
+    code = ('import sys, mmlaplacian\n'
             'assert "timm" not in sys.modules\n'
             'import timm\n'
-            'import importlib.machinery as m\n'
-            'assert type(timm.__spec__.loader) is m.SourceFileLoader\n'
-            'assert timm.__loader__ is timm.__spec__.loader\n'
+            'assert timm.list_models("laplacianformer*") == []\n'
+            'import mmlaplacian.adapters.timm_models\n'
             'net = timm.create_model("laplacianformer_tiny")\n'
             'print(type(net).__name__, '
             'len(timm.list_models("laplacianformer*")))')

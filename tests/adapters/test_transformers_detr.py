@@ -13,7 +13,7 @@ import torch
 pytest.importorskip('timm')
 transformers = pytest.importorskip('transformers')
 
-import mmlaplacian  # noqa: E402,F401  (registers the timm models)
+import mmlaplacian.adapters.timm_models  # noqa: E402,F401  (registers them)
 
 
 def tiny_detr(num_labels: int):

@@ -173,7 +173,7 @@ def backbone_by_hand(height, width):
 
 
 def test_backbone_traced_equals_hand_count(flops):
-    model = LaplacianFormer(ARCH, inference_chunk_tokens=0).eval()
+    model = LaplacianFormer(ARCH, attn_cfg=dict(mode='full')).eval()
     result = flops.count_model_flops(model, (torch.rand(1, 3, 64, 96), ))
     expected = backbone_by_hand(64, 96)
     # Per-row slack of the readout: m·C per Laplacian block.
@@ -186,19 +186,20 @@ def test_backbone_traced_equals_hand_count(flops):
 
 
 def test_tracing_takes_the_plain_path(flops):
-    """The chunked CPU-inference layer must not change what is counted."""
+    """The chunked CPU inference must not change what is counted."""
     torch.manual_seed(0)
     image = torch.rand(1, 3, 96, 128)
     counts = []
-    for chunk in (0, 64):
-        model = LaplacianFormer(ARCH, inference_chunk_tokens=chunk).eval()
+    for mode in ('full', 'auto'):
+        model = LaplacianFormer(
+            ARCH, attn_cfg=dict(mode=mode, chunk_tokens=64)).eval()
         counts.append(flops.count_model_flops(model, (image, )).by_operator)
     assert counts[0] == counts[1]
 
 
 def test_attention_is_linear_in_tokens_stage4_is_not(flops):
     # Four times the pixels at the same aspect ratio (same landmark grids).
-    model = LaplacianFormer('tiny', inference_chunk_tokens=0).eval()
+    model = LaplacianFormer('tiny', attn_cfg=dict(mode='full')).eval()
     small, large = (flops.count_model_flops(model, (
         torch.rand(1, 3, h, w), )).by_operator
                     for h, w in ((256, 384), (512, 768)))

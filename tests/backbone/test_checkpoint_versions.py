@@ -15,9 +15,9 @@ import torch
 from mmengine.runner import load_checkpoint
 
 from mmlaplacian.models import LaplacianFormer
-from mmlaplacian.models.utils import (STATE_DICT_VERSION,
-                                      filter_backbone_state_dict,
-                                      upgrade_state_dict)
+from mmlaplacian.models.checkpoint import (STATE_DICT_VERSION,
+                                           filter_backbone_state_dict,
+                                           upgrade_state_dict)
 
 V1_CHECKPOINT = osp.join(
     osp.dirname(osp.dirname(__file__)), 'data',

@@ -184,3 +184,21 @@ def test_checkpoint_loads_into_detection_backbone(trained_checkpoint, scope):
         f'stages.{i}.norm.{p}' for i in range(3) for p in ('weight', 'bias')}
     for key, value in saved.items():
         assert torch.equal(state[key], value), key
+
+
+def test_checkpoint_loads_into_timm(trained_checkpoint, tmp_path):
+    """``timm.create_model(..., pretrained=True)`` with
+    ``pretrained_cfg_overlay=dict(file=...)`` takes the checkpoint the
+    ImageNet config wrote: the timm model gives the classifier's logits."""
+    timm = pytest.importorskip('timm')
+    import mmlaplacian.adapters.timm_models  # noqa: F401  (registers them)
+    from mmengine.runner import load_checkpoint
+    classifier = _build_classifier(_small_config(tmp_path, tmp_path))
+    load_checkpoint(classifier, str(trained_checkpoint), map_location='cpu')
+    net = timm.create_model(
+        'laplacianformer_tiny', num_classes=NUM_CLASSES, pretrained=True,
+        pretrained_cfg_overlay=dict(file=str(trained_checkpoint))).eval()
+    x = torch.rand(1, 3, 64, 96, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        expected = classifier.eval()(x, mode='tensor')
+        torch.testing.assert_close(net(x), expected, rtol=1e-5, atol=1e-6)

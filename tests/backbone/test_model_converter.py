@@ -145,7 +145,7 @@ def test_refuses_non_checkpoints(converter, tmp_path):
         [sys.executable, str(TOOL), str(text), str(tmp_path / 'out.pth')],
         capture_output=True, text=True, cwd=ROOT, env=env)
     assert proc.returncode != 0
-    assert 'is not a PyTorch checkpoint' in proc.stderr
+    assert 'is not a readable PyTorch checkpoint' in proc.stderr
     assert not (tmp_path / 'out.pth').exists()
 
     no_tensors = tmp_path / 'meta_only.pth'

@@ -5,25 +5,26 @@ import pytest
 import torch
 
 from mmlaplacian.ops import export_decompositions, laplace_kernel
-from mmlaplacian.ops.export_forms import (chunk_tokens, laplace_kernel_chunked,
-                                          laplace_kernel_per_feature)
+from mmlaplacian.ops.export_forms import (block_rows,
+                                          laplace_kernel_per_feature,
+                                          laplace_kernel_row_blocks)
 from mmlaplacian.ops.reference import laplace_kernel_forward_reference
 
 
-# (2, 3) leading dims, M = 7, d = 5: 210 elements per token. 37 tokens:
-# one-token chunks, 9 chunks of 4 and one of 1, a single chunk.
-@pytest.mark.parametrize('max_elements, tokens', [(1, 1), (210 * 4, 4),
-                                                  (210 * 37, 37)])
-def test_chunked_kernel_equals_reference(max_elements, tokens):
-    """Odd N, a token count that is no multiple of the chunk, one-token
-    chunks and a single chunk, in float64."""
+# (2, 3) leading dims, M = 7, d = 5: 210 elements per row. 37 rows:
+# one-row blocks, 9 blocks of 4 and one of 1, a single block.
+@pytest.mark.parametrize('max_elements, rows', [(1, 1), (210 * 4, 4),
+                                                (210 * 37, 37)])
+def test_row_blocks_kernel_equals_reference(max_elements, rows):
+    """Odd N, a row count that is no multiple of the block, one-row blocks
+    and a single block, in float64."""
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 37, 5, dtype=torch.float64, generator=generator)
     y = torch.randn(2, 3, 7, 5, dtype=torch.float64, generator=generator)
     expected = laplace_kernel_forward_reference(x.reshape(6, 37, 5),
                                                 y.reshape(6, 7, 5))
-    assert chunk_tokens(x, y, max_elements) == tokens
-    got = laplace_kernel_chunked(x, y, max_elements)
+    assert block_rows(x, y, max_elements) == rows
+    got = laplace_kernel_row_blocks(x, y, max_elements)
     assert got.shape == (2, 3, 37, 7)
     torch.testing.assert_close(got.reshape(6, 37, 7),
                                expected,
@@ -31,10 +32,10 @@ def test_chunked_kernel_equals_reference(max_elements, tokens):
                                atol=1e-15)
 
 
-def test_chunk_size_follows_the_budget():
+def test_block_size_follows_the_budget():
     x, y = torch.empty(1, 2, 1000, 32), torch.empty(1, 2, 49, 32)
-    assert chunk_tokens(x, y, 2 * 49 * 32 * 10 + 5) == 10
-    assert chunk_tokens(x, y, 1) == 1
+    assert block_rows(x, y, 2 * 49 * 32 * 10 + 5) == 10
+    assert block_rows(x, y, 1) == 1
 
 
 def test_per_feature_form_equals_reference_bit_for_bit():
@@ -63,7 +64,7 @@ def _call_targets(program):
 @pytest.mark.parametrize('dynamic', [False, True], ids=['static', 'dynamic'])
 def test_decompositions_leave_only_standard_operators(dynamic):
     """The exported program holds our operators; their export forms replace
-    them (chunked for static sizes, per-feature for symbolic ones) and the
+    them (row blocks for static sizes, per-feature for symbolic ones) and the
     result equals eager, also at another size when dynamic."""
     torch.manual_seed(0)
     x, landmarks = torch.randn(2, 300, 8) / 4, torch.randn(2, 49, 8) / 4
@@ -74,36 +75,38 @@ def test_decompositions_leave_only_standard_operators(dynamic):
     assert any('mmlaplacian.laplace_kernel' in t
                for t in _call_targets(program))
     program = program.run_decompositions(
-        export_decompositions(laplace='chunked', max_elements=2 * 49 * 8 * 40)
+        export_decompositions(laplace='row-blocks',
+                              max_elements=2 * 49 * 8 * 40)
         if not dynamic else export_decompositions())
     targets = _call_targets(program)
     assert not [t for t in targets if 'mmlaplacian' in t]
     abs_nodes = sum('aten.abs' in t for t in targets)
-    # chunked: one |x - y| per chunk (300 tokens in 8 chunks of 40 or
+    # row-blocks: one |x - y| per block (300 tokens in 8 blocks of 40 or
     # fewer, and 2 for the 49 landmarks). Dynamic: per-feature, one per
     # feature (d = 8), for the symbolic kernel only; the landmark matrix
-    # keeps static sizes, so 'auto' chunks it (one chunk at the default
-    # budget). Newton-Schulz's norms and symmetry test add 3.
+    # keeps static sizes, so 'auto' takes row blocks for it (one block at
+    # the default budget). Newton-Schulz's norms and symmetry test add 3.
     assert abs_nodes == (8 + 1 if dynamic else 8 + 2) + 3
     check = torch.randn(2, 1000, 8) / 4 if dynamic else x
     torch.testing.assert_close(program.module()(check, landmarks),
                                _KernelAndInverse()(check, landmarks))
 
 
-def test_chunked_form_refuses_symbolic_sizes():
+def test_row_blocks_form_refuses_symbolic_sizes():
     tokens = torch.export.Dim('tokens', min=50, max=5000)
     program = torch.export.export(
         _KernelAndInverse(),
         (torch.randn(2, 300, 8), torch.randn(2, 49, 8)),
         dynamic_shapes=({1: tokens}, None))
     with pytest.raises(ValueError, match='static sizes'):
-        program.run_decompositions(export_decompositions(laplace='chunked'))
+        program.run_decompositions(
+            export_decompositions(laplace='row-blocks'))
     with pytest.raises(ValueError, match='graph form'):
         export_decompositions(laplace='blocked')
 
 
-def test_chunked_attention_in_onnxruntime(tmp_path):
-    """A static export takes the chunked graph (several chunks here), has
+def test_row_blocks_attention_in_onnxruntime(tmp_path):
+    """A static export takes the row-blocks graph (several blocks here), has
     no per-feature loop, and matches PyTorch in onnxruntime."""
     pytest.importorskip('onnxruntime')
     pytest.importorskip('onnxscript')
@@ -130,14 +133,14 @@ def test_chunked_attention_in_onnxruntime(tmp_path):
                         35,
                         generator=torch.Generator().manual_seed(0))
     path = str(tmp_path / 'attention.onnx')
-    # 1155 tokens, 2 * 49 * 16 elements per token: 8 chunks of 150 or fewer.
+    # 1155 tokens, 2 * 49 * 16 elements per token: 8 blocks of 150 or fewer.
     result = export_onnx(module,
                          image,
                          path,
                          output_names=['tokens'],
-                         chunk_elements=150 * 2 * 49 * 16)
-    assert result.laplace == 'chunked'
-    # One Abs per chunk and one for the landmark matrix (a single chunk),
+                         block_elements=150 * 2 * 49 * 16)
+    assert result.laplace == 'row-blocks'
+    # One Abs per block and one for the landmark matrix (a single block),
     # plus Newton-Schulz's norms: the per-feature graph has d = 16 Abs per
     # kernel matrix, 32 for these two.
     assert result.operators['Abs'] < 2 * 16

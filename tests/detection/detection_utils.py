@@ -1,17 +1,16 @@
 """Helpers of the detection tests: running the tools, reading their logs."""
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
 import os.path as osp
+import resource
 import socket
 import subprocess
 import sys
-import tempfile
 from typing import Dict, List, Optional, Sequence
-
-from tool_processes import start_python_tool
 
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TEST_CONFIG_DIR = osp.join(osp.dirname(osp.abspath(__file__)), 'configs')
@@ -45,44 +44,48 @@ def run_tool(args: Sequence[str],
              env: Optional[Dict[str, str]] = None,
              expect_success: bool = True,
              timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run ``python <script> <args>`` (or ``bash <script>.sh``) from the repo.
+    """Run ``python <script> <args>`` (or ``bash <script>.sh``) from the repo,
+    in a fresh interpreter, as a user runs it.
 
-    A Python tool is forked from the worker's tool server
-    (:mod:`tool_processes`); a shell script runs in bash, and what it
-    launches starts fresh interpreters. Output (stdout and stderr together)
-    is in ``.stdout``. With ``expect_success`` a non-zero exit raises with
-    the output's tail.
+    Output (stdout and stderr together) is in ``.stdout``. With
+    ``expect_success`` a non-zero exit raises with the output's tail.
     """
     script = repo_path(args[0])
-    env = env or tool_env()
-    if script.endswith('.sh'):
-        proc = subprocess.run(['bash', script, *args[1:]], cwd=REPO_ROOT,
-                              env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout)
-    else:
-        proc = _run_python_tool([script, *args[1:]], env, timeout)
+    runner = ['bash'] if script.endswith('.sh') else [sys.executable]
+    proc = subprocess.run([*runner, script, *args[1:]], cwd=REPO_ROOT,
+                          env=env or tool_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout)
     if expect_success and proc.returncode != 0:
         raise AssertionError(f'{" ".join(args)} exited {proc.returncode}:\n'
                              f'{proc.stdout[-8000:]}')
     return proc
 
 
-def _run_python_tool(argv: List[str], env: Dict[str, str],
-                     timeout: float) -> subprocess.CompletedProcess:
-    with tempfile.TemporaryDirectory() as folder:
-        output = osp.join(folder, 'output.txt')
-        run = start_python_tool(argv, REPO_ROOT, env, output)
-        try:
-            returncode = run.wait(timeout)
-        except subprocess.TimeoutExpired:
-            run.kill()
-            run.wait()
-            raise
-        with open(output, encoding='utf-8', errors='replace') as f:
-            stdout = f.read()
-    return subprocess.CompletedProcess([sys.executable, *argv], returncode,
-                                       stdout)
+def start_python_tool(argv: List[str], env: Dict[str, str], output: str,
+                      file_size_limit: Optional[int] = None
+                      ) -> subprocess.Popen:
+    """Start ``python <argv>`` from the repository in the background, in a
+    fresh interpreter, with stdout and stderr written to ``output``.
+
+    Args:
+        argv: The script (relative to the repository) and its arguments.
+        env: The tool's environment (:func:`tool_env`).
+        output: File that receives the tool's stdout and stderr.
+        file_size_limit: ``RLIMIT_FSIZE`` in bytes for the tool, if any: a
+            write past it fails as on a full disk.
+    """
+    with open(output, 'wb') as out:
+        return subprocess.Popen(
+            [sys.executable, repo_path(argv[0]), *argv[1:]], cwd=REPO_ROOT,
+            env=env, stdin=subprocess.DEVNULL, stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=functools.partial(_limit_file_size, file_size_limit)
+            if file_size_limit else None)
+
+
+def _limit_file_size(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def latest_run_dir(work_dir: str) -> str:
@@ -107,6 +110,14 @@ def read_test_metrics(work_dir: str) -> dict:
     path = osp.join(run, osp.basename(run) + '.json')
     with open(path, encoding='utf-8') as f:
         return json.load(f)
+
+
+def files_under(folder) -> List[str]:
+    """Every file below ``folder``, relative to it (folders alone do not
+    count)."""
+    return sorted(
+        osp.relpath(osp.join(d, f), folder)
+        for d, _, names in os.walk(folder) for f in names)
 
 
 def free_port() -> int:

@@ -1,13 +1,12 @@
 """tools/dist_train.sh and dist_test.sh: two processes on CPU (gloo)."""
 import glob
-import os
 import os.path as osp
 import sys
 
 import pytest
 import torch
-from detection_utils import (MASK_RCNN_CONFIG, free_port, read_test_metrics,
-                             run_tool)
+from detection_utils import (MASK_RCNN_CONFIG, files_under, free_port,
+                             read_test_metrics, run_tool)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -34,13 +33,6 @@ def test_dist_train_two_processes(synthetic_env, tmp_path):
     # Saved from the unwrapped model: no DDP "module." prefix.
     assert all(not k.startswith('module.') for k in checkpoint['state_dict'])
     assert checkpoint['meta']['iter'] == 2
-
-
-def files_under(folder) -> list:
-    """Every file below ``folder`` (folders alone do not count)."""
-    return sorted(
-        osp.relpath(osp.join(d, f), folder)
-        for d, _, names in os.walk(folder) for f in names)
 
 
 def test_dist_test_two_processes(trained_mask_rcnn, mask_rcnn_test_run,

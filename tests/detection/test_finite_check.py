@@ -6,6 +6,7 @@ import os.path as osp
 import cv2
 import numpy as np
 import pytest
+import torch
 from detection_utils import RETINANET_CONFIG
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
@@ -27,6 +28,11 @@ def retinanet_cfg(synthetic_coco, work_dir, monkeypatch, **changes) -> Config:
     cfg.visualizer.name = f'visualizer_{work_dir}'
     cfg.merge_from_dict(changes)
     return cfg
+
+
+def finite_check_hook(runner):
+    return next(h for h in runner.hooks
+                if type(h).__name__ == 'FiniteCheckHook')
 
 
 def test_configs_switch_the_hook_on(synthetic_coco, tmp_path, monkeypatch):
@@ -142,11 +148,43 @@ def test_empty_batch_is_refused(synthetic_coco, tmp_path, monkeypatch):
     # can. The hook of a real runner refuses one before the model sees it.
     runner = Runner.from_cfg(
         retinanet_cfg(synthetic_coco, tmp_path, monkeypatch))
-    hook = next(h for h in runner.hooks
-                if type(h).__name__ == 'FiniteCheckHook')
+    hook = finite_check_hook(runner)
     with pytest.raises(ValueError, match=r'train iteration 1 \(epoch 1\): '
                        'the data loader gave an empty batch'):
         hook.before_train_iter(runner, 0, dict(inputs=[], data_samples=[]))
     with pytest.raises(ValueError, match='test iteration 3: the data loader '
                        'gave an empty batch'):
         hook.before_test_iter(runner, 2, dict(inputs=[], data_samples=[]))
+
+
+def test_the_check_reads_the_logged_losses_not_the_tensors(
+        synthetic_coco, tmp_path, monkeypatch):
+    """No device-to-host copy of its own: the hook judges the host floats
+    that RuntimeInfoHook has logged. The loss tensors here are on the meta
+    device, where reading a value raises."""
+    runner = Runner.from_cfg(
+        retinanet_cfg(synthetic_coco, tmp_path, monkeypatch))
+    hook = finite_check_hook(runner)
+    names = ('loss', 'loss_cls', 'loss_bbox')
+    outputs = {name: torch.empty((), device='meta') for name in names}
+    batch = dict(inputs=[torch.zeros(3, 8, 8, dtype=torch.uint8)],
+                 data_samples=[])
+    for name, value in zip(names, (1.5, 1.0, 0.5)):
+        runner.message_hub.update_scalar(f'train/{name}', value)
+    hook.after_train_iter(runner, 0, batch, outputs)
+
+    runner.message_hub.update_scalar('train/loss', float('inf'))
+    runner.message_hub.update_scalar('train/loss_bbox', float('inf'))
+    with pytest.raises(FloatingPointError, match=r'^non-finite loss at '
+                       r'iteration 1 \(epoch 1\): loss_bbox=inf; '):
+        hook.after_train_iter(runner, 0, batch, outputs)
+
+
+def test_without_the_logged_losses_the_check_refuses_to_start(
+        synthetic_coco, tmp_path, monkeypatch):
+    cfg = retinanet_cfg(synthetic_coco, tmp_path, monkeypatch,
+                        **{'default_hooks.runtime_info': None})
+    runner = Runner.from_cfg(cfg)
+    with pytest.raises(ValueError, match='reads the losses that '
+                       'RuntimeInfoHook logs'):
+        runner.train()

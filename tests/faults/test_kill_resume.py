@@ -21,14 +21,17 @@ resumed with ``--resume``:
 The last run is given the checkpoint by path (``--resume epoch_1.pth``);
 the ones before find it themselves (``--resume`` alone).
 
-A write is caught half-way deterministically: ``MMLAPLACIAN_PAUSE_IN_WRITE``
-makes the writer sleep once half of the file is on disk, and the test kills
-it while the temporary file exists. RetinaNet trains without randomness
-once seeded, so the resumed run must end with the very weights, optimizer
-state, learning rates and losses of an uninterrupted run (the spread of
-uninterrupted runs is zero). mmengine does not restore random-number
-generator states on resume, so detectors that sample proposals at random
-(Mask R-CNN) would only agree statistically.
+A write is caught half-way deterministically: the runs killed mid-write
+start with ``slow_checkpoint_write/`` first on their ``PYTHONPATH``, whose
+test-only ``sitecustomize.py`` stops a checkpoint's write once half of the
+file is on disk, and the test kills the run while the temporary file
+exists. Nothing in the package knows of it.
+
+RetinaNet trains without randomness once seeded, so the resumed run must
+end with the very weights, optimizer state, learning rates and losses of an
+uninterrupted run (the spread of uninterrupted runs is zero). mmengine does
+not restore random-number generator states on resume, so detectors that
+sample proposals at random (Mask R-CNN) would only agree statistically.
 """
 import hashlib
 import os
@@ -38,7 +41,8 @@ import pytest
 import torch
 from detection_utils import read_scalars
 from training_process import (NO_VALIDATION, TrainingProcess, checkpoints,
-                              last_checkpoint, load, temporaries)
+                              last_checkpoint, load, temporaries,
+                              with_slow_checkpoint_write)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -46,7 +50,6 @@ OPTIONS = [
     '--cfg-options', 'train_cfg.max_epochs=3',
     'default_hooks.checkpoint.max_keep_ckpts=1', *NO_VALIDATION
 ]
-PAUSE = 'MMLAPLACIAN_PAUSE_IN_WRITE'
 
 
 def logged(run: TrainingProcess, text: str):
@@ -63,8 +66,9 @@ def assert_no_partial_checkpoint(work_dir: str) -> None:
 
 def kill_mid_write(work_dir: str, env: dict, name: str) -> TrainingProcess:
     """Resume, and SIGKILL the run once its next checkpoint is half on
-    disk (``env`` sets the pause)."""
-    run = TrainingProcess(work_dir, env, ['--resume', *OPTIONS], name)
+    disk."""
+    run = TrainingProcess(work_dir, with_slow_checkpoint_write(env),
+                          ['--resume', *OPTIONS], name)
     run.wait_until(lambda: any(os.path.getsize(t) > 0
                                for t in temporaries(work_dir)),
                    'a half-written checkpoint')
@@ -119,7 +123,6 @@ def test_training_survives_sigkill_and_full_disk(synthetic_env, tmp_path):
 
     work_dir = str(tmp_path / 'killed')
     os.makedirs(work_dir)
-    paused = dict(synthetic_env, **{PAUSE: '120'})
     survived = []
 
     # 1. During epoch 1: nothing saved yet.
@@ -131,7 +134,7 @@ def test_training_survives_sigkill_and_full_disk(synthetic_env, tmp_path):
 
     # 2. Half-way through the first checkpoint: the resumed run finds no
     # checkpoint (and no last_checkpoint) and starts again.
-    run = kill_mid_write(work_dir, paused, '2')
+    run = kill_mid_write(work_dir, synthetic_env, '2')
     partial = temporaries(work_dir)
     assert [osp.basename(p).split('.tmp')[0] for p in partial
             ] == ['.epoch_1.pth']
@@ -154,7 +157,7 @@ def test_training_survives_sigkill_and_full_disk(synthetic_env, tmp_path):
 
     # 4. Half-way through epoch_2.pth: epoch_1.pth stays the checkpoint to
     # resume from, although max_keep_ckpts=1.
-    run = kill_mid_write(work_dir, paused, '4')
+    run = kill_mid_write(work_dir, synthetic_env, '4')
     assert 'resumed epoch: 1, iter: 4' in run.text()
     assert checkpoints(work_dir) == ['epoch_1.pth']
     assert osp.basename(last_checkpoint(work_dir)) == 'epoch_1.pth'

@@ -3,27 +3,39 @@ point: the helpers of the fault tests."""
 from __future__ import annotations
 
 import glob
+import os
 import os.path as osp
+import subprocess
 import time
 from typing import Callable, Dict, List, Optional
 
 import torch
-from detection_utils import REPO_ROOT, RETINANET_CONFIG
-from tool_processes import start_python_tool
+from detection_utils import RETINANET_CONFIG, start_python_tool
 
 NO_VALIDATION = ['val_dataloader=None', 'val_evaluator=None', 'val_cfg=None']
+# Put first on a run's PYTHONPATH, its sitecustomize.py stops the run's
+# checkpoint writes half-way (see there).
+SLOW_CHECKPOINT_WRITE = osp.join(osp.dirname(osp.abspath(__file__)),
+                                 'slow_checkpoint_write')
+
+
+def with_slow_checkpoint_write(env: Dict[str, str]) -> Dict[str, str]:
+    """``env`` with the run's checkpoint writes stopping half-way."""
+    paths = [SLOW_CHECKPOINT_WRITE] + ([env['PYTHONPATH']]
+                                       if env.get('PYTHONPATH') else [])
+    return dict(env, PYTHONPATH=os.pathsep.join(paths))
 
 
 class TrainingProcess:
-    """``python tools/train.py RETINANET_CONFIG --work-dir W ...``, its
-    output in ``W/output_<n>.txt``."""
+    """``python tools/train.py RETINANET_CONFIG --work-dir W ...`` in a fresh
+    interpreter, its output in ``W/output_<n>.txt``."""
 
     def __init__(self, work_dir: str, env: Dict[str, str], args: List[str],
                  name: str, file_size_limit: Optional[int] = None) -> None:
         self.output = osp.join(work_dir, f'output_{name}.txt')
         self.proc = start_python_tool(
             ['tools/train.py', RETINANET_CONFIG, '--work-dir', work_dir,
-             *args], REPO_ROOT, env, self.output, file_size_limit)
+             *args], env, self.output, file_size_limit)
 
     def text(self) -> str:
         with open(self.output, encoding='utf-8', errors='replace') as f:
@@ -49,8 +61,11 @@ class TrainingProcess:
         self.proc.wait()
 
     def finish(self, timeout: float = 300) -> int:
-        self.proc.wait(timeout=timeout)
-        return self.proc.returncode
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
 
 
 def checkpoints(work_dir: str) -> List[str]:

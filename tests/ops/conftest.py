@@ -34,8 +34,19 @@ CPU_IMPLS = [
 ]
 
 
+def _parametrized_here(metafunc) -> set:
+    """Argument names the test parametrizes itself."""
+    names = set()
+    for mark in metafunc.definition.iter_markers('parametrize'):
+        argnames = mark.args[0]
+        if isinstance(argnames, str):
+            argnames = argnames.split(',')
+        names.update(name.strip() for name in argnames)
+    return names
+
+
 def pytest_generate_tests(metafunc):
-    names = set(metafunc.fixturenames)
+    names = set(metafunc.fixturenames) - _parametrized_here(metafunc)
     if {'device', 'impl'} <= names:
         compiled = metafunc.definition.get_closest_marker('compiled')
         cases = [c for c in CASES

@@ -11,9 +11,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from mmlaplacian.ops import ext_info, laplace_kernel, laplace_kernel_reference
-from mmlaplacian.ops.ext_loader import resolve_impl
+from mmlaplacian.ops.extension import resolve_impl
 from mmlaplacian.ops.reference import (laplace_kernel_backward_reference,
                                        laplace_kernel_forward_reference)
 
@@ -115,25 +116,42 @@ def test_gradcheck(device, impl, dim):
         lambda a, b: laplace_kernel(a, b, impl=impl), (x, y))
 
 
+class _OperatorBackwardCalls(TorchDispatchMode):
+    """Records the calls of the backward operator (its flags and which
+    gradients came back None) while active."""
+
+    def __init__(self, calls):
+        super().__init__()
+        self.calls = calls
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.mmlaplacian.laplace_kernel_backward.default:
+            self.calls.append((tuple(args[4:6]), (out[0] is None,
+                                                  out[1] is None)))
+        return out
+
+
 @pytest.fixture
-def backward_calls(monkeypatch):
-    """Records the (need_x, need_y) flags of every backward-kernel call and
-    what it returned."""
+def backward_calls(impl, monkeypatch):
+    """Records ``((need_x, need_y), (dx is None, dy is None))`` of every
+    call of the backward kernel that ``impl`` runs: the operator, or for
+    ``'pytorch'`` the reference function."""
     calls = []
-    kernels = laplace_kernel_module._kernels
+    if impl != 'pytorch':
+        with _OperatorBackwardCalls(calls):
+            yield calls
+        return
 
-    def recording_kernels(impl):
-        forward, backward = kernels(impl)
+    def recorded(grad, x, y, out, need_x, need_y):
+        dx, dy = laplace_kernel_backward_reference(grad, x, y, out, need_x,
+                                                   need_y)
+        calls.append(((need_x, need_y), (dx is None, dy is None)))
+        return dx, dy
 
-        def recorded(grad, x, y, out, need_x, need_y):
-            dx, dy = backward(grad, x, y, out, need_x, need_y)
-            calls.append(((need_x, need_y), (dx is None, dy is None)))
-            return dx, dy
-
-        return forward, recorded
-
-    monkeypatch.setattr(laplace_kernel_module, '_kernels', recording_kernels)
-    return calls
+    monkeypatch.setattr(laplace_kernel_module,
+                        'laplace_kernel_backward_reference', recorded)
+    yield calls
 
 
 @pytest.mark.parametrize('wanted', ['x', 'y'])
@@ -166,7 +184,8 @@ def test_backward_kernel_one_sided(device, impl, need_x, need_y, dim):
     x, y = make_inputs((2, 300, 17, dim), torch.float32, device)
     out = laplace_kernel(x, y, impl=impl)
     grad = torch.randn_like(out)
-    backward = laplace_kernel_module._kernels(impl)[1]
+    backward = (laplace_kernel_backward_reference if impl == 'pytorch' else
+                torch.ops.mmlaplacian.laplace_kernel_backward)
     dx, dy = backward(grad, x, y, out, True, True)
     one_dx, one_dy = backward(grad, x, y, out, need_x, need_y)
     assert (one_dx is None) == (not need_x)

@@ -13,6 +13,8 @@ CUDA = pytest.param(
         'cuda' not in ext_info()['devices'] or not torch.cuda.is_available(),
         reason='needs a GPU and mmlaplacian._ext built with CUDA'))
 DEVICES = ['cpu', CUDA]
+NO_CPP = pytest.mark.skipif('cpu' not in ext_info()['devices'],
+                            reason='mmlaplacian._ext has no CPU kernels')
 
 
 def _inputs(shape, dtype, device, requires_grad=True, seed=0):
@@ -63,25 +65,36 @@ def test_newton_schulz_passes_opcheck(device, dtype, m, init):
 
 @pytest.mark.parametrize('device', DEVICES)
 def test_compiled_kernels_are_registered_per_dispatch_key(device):
-    """With the extension built, the operator runs the compiled kernel for
-    the device, bit for bit (the reference accumulates differently)."""
-    ext = pytest.importorskip('mmlaplacian._ext')
-    x, y = _inputs((2, 65, 49, 33), torch.float32, device, False)
-    assert torch.equal(OPS.laplace_kernel(x, y),
-                       ext.laplace_kernel_forward(x, y))
-    a = _spd(2, 49, torch.float32, device)
-    assert torch.equal(OPS.newton_schulz_inverse(a, 20, 'auto'),
-                       ext.newton_schulz_forward(a, 20, 0))
+    """With the extension built, each operator's kernel for the device's
+    dispatch key is the one its C++ or CUDA source registers, and the
+    reference serves the other keys."""
+    pytest.importorskip('mmlaplacian._ext')
+    key = 'CUDA' if device == 'cuda' else 'CPU'
+    suffix = '_cuda.cu' if device == 'cuda' else '_cpu.cpp'
+    for name, source in [('laplace_kernel', 'laplace_kernel'),
+                         ('laplace_kernel_backward', 'laplace_kernel'),
+                         ('newton_schulz_inverse', 'newton_schulz')]:
+        qualname = f'mmlaplacian::{name}'
+        registered = dict(
+            line.split(': ', 1)
+            for line in torch._C._dispatch_dump(qualname).splitlines()
+            if ': registered at' in line)
+        assert f'cuda_ops/{device}/{source}{suffix}' in registered[key], (
+            registered)
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(
+            qualname, 'CompositeExplicitAutograd')
 
 
-@pytest.mark.parametrize('backend', ['aot_eager', 'inductor'])
+@pytest.mark.parametrize('impl,backend', [
+    pytest.param('pytorch', 'aot_eager', id='pytorch-aot_eager'),
+    pytest.param('cpp', 'aot_eager', id='cpp-aot_eager', marks=NO_CPP),
+    pytest.param('cpp', 'inductor', id='cpp-inductor', marks=NO_CPP),
+])
 def test_fullgraph_compile_of_both_ops_equals_eager(impl, backend):
     """One graph, no breaks, through the public functions (input checks,
     dtype rules, autograd); forward and gradients equal eager. ``aot_eager``
     checks traceability cheaply, inductor generates code around our
-    kernels (one case: its compile is slow on 2 cores)."""
-    if backend == 'inductor' and impl == 'pytorch':
-        pytest.skip('one inductor case: the operators')
+    compiled kernels (the reference's inductor code is torch's own)."""
 
     def attention_core(x, landmarks):
         inverse = newton_schulz_inverse(

@@ -1,8 +1,13 @@
 """tools/train.py and tools/test.py run a segmentation config unchanged.
 
-The run is far too short to learn the shapes (16 iterations on 8 images):
-it checks that the loss falls and that mmseg's IoUMetric is computed and
-printed, not how good the model is (the quick start measures that).
+The segmentor over-fits the 4 validation scenes (64 iterations of batch 4,
+from random initialisation) and is evaluated on them by tools/test.py, so
+its mIoU must clear a floor. Measured on the 2-core CPU machine with the
+same data and schedule, seeds 0 / 1 / 2: mIoU 54.0 / 61.1 / 59.0 (mAcc
+55.2 / 62.7 / 60.8); after 16 iterations it labels every pixel background
+(mIoU 17.9, mAcc 20.0: the background's IoU over five classes), after 32
+28.7-32.1. The floor sits well below the lowest of these and well above
+what background alone scores.
 """
 import glob
 import math
@@ -16,20 +21,27 @@ from seg_utils import SEG_CONFIG
 
 pytestmark = pytest.mark.slow
 
-ITERS = 16
+ITERS = 64
+MIOU_FLOOR = 35.
 
 
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory, seg_env) -> dict:
     work_dir = str(tmp_path_factory.mktemp('sem_fpn_run'))
-    run_tool(['tools/train.py', SEG_CONFIG, '--work-dir', work_dir],
-             env=seg_env)
+    run_tool([
+        'tools/train.py', SEG_CONFIG, '--work-dir', work_dir,
+        '--cfg-options', 'train_dataloader.dataset.data_prefix.img_path='
+        'img_dir/val', 'train_dataloader.dataset.data_prefix.seg_map_path='
+        'ann_dir/val', f'train_cfg.max_iters={ITERS}',
+        f'train_cfg.val_interval={ITERS}',
+        f'default_hooks.checkpoint.interval={ITERS}'
+    ], env=seg_env)
     with open(osp.join(work_dir, 'last_checkpoint'), encoding='utf-8') as f:
         checkpoint = f.read().strip()
     return dict(work_dir=work_dir, checkpoint=checkpoint)
 
 
-def test_too_short_to_learn_but_loss_falls(trained):
+def test_training_loss_falls(trained):
     train = [r for r in read_scalars(trained['work_dir']) if 'loss' in r]
     assert [r['iter'] for r in train] == list(range(1, ITERS + 1))
     losses = [r['loss'] for r in train]
@@ -39,7 +51,8 @@ def test_too_short_to_learn_but_loss_falls(trained):
     assert osp.basename(trained['checkpoint']) == f'iter_{ITERS}.pth'
 
 
-def test_test_tool_prints_miou_macc_aacc(trained, seg_env, tmp_path):
+def test_test_tool_reports_an_miou_above_the_floor(trained, seg_env,
+                                                  tmp_path):
     predictions = str(tmp_path / 'predictions.pkl')
     out = run_tool([
         'tools/test.py', SEG_CONFIG, trained['checkpoint'], '--work-dir',
@@ -52,7 +65,8 @@ def test_test_tool_prints_miou_macc_aacc(trained, seg_env, tmp_path):
     assert 'Iter(test) [2/2]' in out  # 4 images in batches of 2
     metrics = read_test_metrics(str(tmp_path))
     for key in ('mIoU', 'mAcc', 'aAcc'):
-        assert 0 <= metrics[key] <= 100 and f'{key}: ' in out
+        assert f'{key}: ' in out
+    assert metrics['mIoU'] >= MIOU_FLOOR, metrics
 
     # The same weights were validated at the end of training.
     validation = [r for r in read_scalars(trained['work_dir'])

@@ -36,7 +36,7 @@ from mmlaplacian.deployment import (BackboneForExport, ExportUnsupportedError,
                                     ort_session)
 from mmlaplacian.deployment.export import DEFAULT_OPSET, largest_tensors
 from mmlaplacian.engine import read_config
-from mmlaplacian.ops.export_forms import CHUNK_ELEMENTS, LAPLACE_FORMS
+from mmlaplacian.ops.export_forms import BLOCK_ELEMENTS, LAPLACE_FORMS
 
 
 def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
@@ -69,14 +69,14 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
     parser.add_argument(
         '--laplace',
         choices=LAPLACE_FORMS,
-        help='graph form of the Laplacian kernel (default: chunked for '
+        help='graph form of the Laplacian kernel (default: row-blocks for '
         'static sizes, per-feature with --dynamic, which needs it)')
     parser.add_argument(
-        '--chunk-elements',
+        '--block-elements',
         type=int,
-        default=CHUNK_ELEMENTS,
-        help='element budget of one chunk of the chunked kernel (default '
-        f'{CHUNK_ELEMENTS})')
+        default=BLOCK_ELEMENTS,
+        help='element budget of one row block of the row-blocks kernel '
+        f'(default {BLOCK_ELEMENTS})')
     parser.add_argument(
         '--optimize',
         action='store_true',
@@ -91,11 +91,12 @@ def parse_args(argv: Sequence[str] = None) -> argparse.Namespace:
         parser.error(f'config file not found: {args.config}')
     if args.checkpoint and not osp.isfile(args.checkpoint):
         parser.error(f'checkpoint file not found: {args.checkpoint}')
-    if args.dynamic and args.laplace == 'chunked':
-        parser.error('--laplace chunked needs static sizes (the chunk count '
-                     'is fixed in the graph); --dynamic uses per-feature')
-    if args.chunk_elements < 1:
-        parser.error('--chunk-elements must be >= 1')
+    if args.dynamic and args.laplace == 'row-blocks':
+        parser.error('--laplace row-blocks needs static sizes (the block '
+                     'count is fixed in the graph); --dynamic uses '
+                     'per-feature')
+    if args.block_elements < 1:
+        parser.error('--block-elements must be >= 1')
     if min(args.shape) < 32:
         parser.error(f'--shape {args.shape}: both sides must be >= 32')
     return args
@@ -139,7 +140,7 @@ def main(argv: Sequence[str] = None) -> int:
                          output_names=names,
                          optimize=args.optimize,
                          laplace=args.laplace,
-                         chunk_elements=args.chunk_elements)
+                         block_elements=args.block_elements)
     size_mb = osp.getsize(args.out) / 2**20
     print(f'\nexported {args.out} ({size_mb:.1f} MiB) in {result.seconds:.1f}'
           f' s, opset {args.opset}, input {result.input_shape}, Laplacian '

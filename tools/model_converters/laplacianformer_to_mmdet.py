@@ -8,11 +8,11 @@ which both mmdet's ``load_from`` and the backbone's
 ``init_cfg=dict(type='Pretrained', checkpoint=...)`` load without options.
 
 The mapping is the package's one checkpoint filter
-(``mmlaplacian.models.utils.checkpoint_filter``), which the backbone's
+(``mmlaplacian.models.checkpoint.state_dict_filter``), which the backbone's
 ``init_cfg`` also uses: keys already in LaplacianFormer naming pass through (those of
 the version-1 layout, ``stem.*``, ``downsamples.{i}.*``, ``pos_embeds.{i}``,
 ``stages.{i}.{j}.*``, ``norm{i}.*``, are renamed to the current one by
-``mmlaplacian.models.utils.checkpoint_keys``), so converting the converter's
+``mmlaplacian.models.checkpoint.key_versions``), so converting the converter's
 own output gives the same tensors. Other keys go through the rules in
 ``RENAME_RULES`` / ``SKIP_RULES``, written for the PVT-v1 layout that SOFT's
 official code follows (``patch_embed{i}``, ``pos_embed{i}``,
@@ -54,10 +54,9 @@ import torch
 from mmlaplacian import __version__
 from mmlaplacian.models import LaplacianFormer
 from mmlaplacian.models.backbones.laplacianformer import arch_of_state_dict
-from mmlaplacian.models.utils import unwrap_state_dict
-from mmlaplacian.models.utils.checkpoint_filter import (Conversion,
-                                                        filter_checkpoint)
-from mmlaplacian.utils import torch_load_full
+from mmlaplacian.models.checkpoint import (Conversion, filter_checkpoint,
+                                           load_checkpoint_file,
+                                           unwrap_state_dict)
 
 Tensor = torch.Tensor
 
@@ -106,15 +105,9 @@ def convert_state_dict(checkpoint: Mapping,
         checkpoint, reference, model='LaplacianFormer-{arch}')
 
 
-def load_checkpoint_file(path: str) -> Mapping:
-    """Load ``path``, raising ``ValueError`` when it is no checkpoint."""
-    try:
-        checkpoint = torch_load_full(path, map_location='cpu')
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # pickle / zip / torch errors vary by version
-        raise ValueError(f'{path} is not a PyTorch checkpoint '
-                         f'({type(err).__name__}: {err})') from err
+def read_source(path: str) -> Mapping:
+    """Load ``path``, raising ``ValueError`` when it holds no state dict."""
+    checkpoint = load_checkpoint_file(path, map_location='cpu')
     try:
         unwrap_state_dict(checkpoint)
     except TypeError as err:
@@ -159,8 +152,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> Conversion:
     args = parse_args(argv)
     try:
-        result = convert_state_dict(load_checkpoint_file(args.src), args.arch)
-    except (ValueError, TypeError, FileNotFoundError) as err:
+        result = convert_state_dict(read_source(args.src), args.arch)
+    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as err:
         raise SystemExit(f'error: {err}') from err
     if result.mapped == 0:
         raise SystemExit(f'error: no tensor of {args.src} maps onto '

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_helper.cuh"
+#include "newton_schulz_init.hpp"
 
 namespace mmlaplacian {
 namespace cuda {
@@ -48,12 +49,12 @@ __device__ __forceinline__ void ns_block_matmul(const T* P, const T* Q, int m,
 }
 
 // X = NewtonSchulz(A) for matrix blockIdx.x of a (B, m, m) batch, with
-// m <= kNsThreads * kMicro. `init`: 0 auto, 1 identity, 2 transpose
-// (NewtonSchulzInit). Dynamic shared memory: 3 * m * ns_leading_dim(m) T.
+// m <= kNsThreads * kMicro, from the start `init` selects. Dynamic shared
+// memory: 3 * m * ns_leading_dim(m) T.
 template <int kMicro, typename T>
 __global__ void __launch_bounds__(kNsThreads * kNsThreads)
     newton_schulz_cuda_kernel(const T* __restrict__ a_in, T* __restrict__ x_out,
-                              int m, int num_iters, int init,
+                              int m, int num_iters, NewtonSchulzInit init,
                               T symmetry_tol) {
   extern __shared__ __align__(16) unsigned char ns_smem[];
   __shared__ T scratch[kNsWarps];
@@ -92,7 +93,8 @@ __global__ void __launch_bounds__(kNsThreads * kNsThreads)
   const T asym_max = block_reduce_max<kNsWarps>(asym, scratch);
   const T abs_max = block_reduce_max<kNsWarps>(amax, scratch);
   const bool identity_start =
-      init == 1 || (init == 0 && asym_max <= symmetry_tol * abs_max);
+      init == NewtonSchulzInit::kIdentity ||
+      (init == NewtonSchulzInit::kAuto && asym_max <= symmetry_tol * abs_max);
 
   // Divide as the reference does (exact division, not a reciprocal of the
   // product, which may lie near FLT_MAX and flush to zero).

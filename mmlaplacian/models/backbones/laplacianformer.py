@@ -11,11 +11,10 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmlaplacian.ops.validation import autocast_enabled
 from mmlaplacian.utils.logging import log_info
-from mmlaplacian.utils.pretrained_checks import check_pretrained_checkpoint
-from ..layers import (DEFAULT_CHUNK_TOKENS, ConvBNReLU, ConvStem,
-                      LaplacianFormerStage)
-from ..utils import STATE_DICT_VERSION, filter_checkpoint, upgrade_state_dict
-from ..utils.checkpoint_io import load_checkpoint_file
+from ..checkpoint import (STATE_DICT_VERSION, check_pretrained_checkpoint,
+                          filter_checkpoint, load_checkpoint_file,
+                          upgrade_state_dict)
+from ..layers import ConvBNReLU, ConvStem, LaplacianFormerStage
 from ..utils.weight_init import trunc_normal_
 
 ARCH_KEYS = {'embed_dims', 'depths', 'num_heads'}
@@ -49,7 +48,11 @@ class LaplacianFormer(nn.Module):
         attn_cfg (dict, optional): Overrides for :class:`LaplacianAttention`
             in stages 1–3 (``kernel``, ``lam``, ``learnable_lam``,
             ``num_landmarks``, ``feature_map``, ``inverse``, ``ns_iters``,
-            ``eps``, ``share_qk``, ``impl``, ...).
+            ``eps``, ``share_qk``, ``impl``, ...). Its ``mode`` and
+            ``chunk_tokens`` set the CPU inference: by default (``'auto'``)
+            the attention and its block run over chunks of 2048 tokens on
+            the CPU without autograd, the same function in less memory;
+            ``mode='full'`` never chunks.
         conv_kernel_sizes (Sequence[int]): Depthwise conv kernel on V in
             stages 1–3. Defaults to ``(9, 5, 3)``.
         stage4_attention (str): ``'softmax'`` (default) or ``'laplacian'``.
@@ -65,14 +68,6 @@ class LaplacianFormer(nn.Module):
         norm_eval (bool): Keep BatchNorm layers in eval mode while
             training. Defaults to False.
         with_cp (bool): Gradient checkpointing per block. Defaults to False.
-        inference_chunk_tokens (int): Tokens per chunk of the modules'
-            chunked form (:mod:`mmlaplacian.models.layers.chunking`), which
-            computes the same model over chunks of tokens, bands of rows and
-            with BatchNorm folded; it runs on the CPU without autograd
-            (``mode='auto'``). 0 builds every module with ``mode='full'``
-            (never chunked). Training, GPUs, tracing and export always take
-            the full form. :func:`~mmlaplacian.models.set_inference_mode`
-            changes the mode of a built model. Defaults to 2048.
         init_cfg (dict | list[dict], optional): ``dict(type='Pretrained',
             checkpoint=PATH)`` loads an mmpretrain, mmdet, timm-style or plain
             checkpoint.
@@ -132,7 +127,6 @@ class LaplacianFormer(nn.Module):
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
-                 inference_chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
         super().__init__()
         self.init_cfg = copy.deepcopy(init_cfg)
@@ -147,22 +141,16 @@ class LaplacianFormer(nn.Module):
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
-        self.inference_chunk_tokens = inference_chunk_tokens
         self.pretrain_img_size = pretrain_img_size
 
-        chunked = inference_chunk_tokens > 0
-        mode = 'auto' if chunked else 'full'
-        chunk_tokens = (inference_chunk_tokens
-                        if chunked else DEFAULT_CHUNK_TOKENS)
         rates = torch.linspace(0, drop_path_rate, sum(self.depths)).tolist()
         self.stages = nn.ModuleList()
         for i, (dims, depth, heads) in enumerate(
                 zip(self.embed_dims, self.depths, self.num_heads)):
             if i == 0:
-                downsample = ConvStem(in_channels, dims, mode=mode)
+                downsample = ConvStem(in_channels, dims)
             else:
-                downsample = ConvBNReLU(
-                    self.embed_dims[i - 1], dims, 2, mode=mode)
+                downsample = ConvBNReLU(self.embed_dims[i - 1], dims, 2)
             attention = (stage4_attention
                          if i == NUM_STAGES - 1 else linear_attention)
             stage_attn_cfg = None
@@ -185,9 +173,7 @@ class LaplacianFormer(nn.Module):
                     with_cp=with_cp,
                     mlp_ratio=mlp_ratio,
                     attention=attention,
-                    attn_cfg=stage_attn_cfg,
-                    mode=mode,
-                    chunk_tokens=chunk_tokens))
+                    attn_cfg=stage_attn_cfg))
         self._register_load_state_dict_pre_hook(self._upgrade_keys_hook)
 
     @classmethod

@@ -1,6 +1,4 @@
-from .chunking import (DEFAULT_CHUNK_TOKENS, MODES, ChunkedForms,
-                       set_inference_mode)
-from .conv_bn import ConvBNReLU, fold_batchnorm
+from .conv_bn import ConvBNReLU
 from .conv_stem import ConvStem
 from .ffn import FFN, DropPath
 from .kernel_matrix import kernel_matrix
@@ -11,8 +9,7 @@ from .stage import LaplacianFormerStage
 from .transformer_block import LaplacianFormerBlock
 
 __all__ = [
-    'DEFAULT_CHUNK_TOKENS', 'MODES', 'ChunkedForms', 'set_inference_mode',
-    'ConvBNReLU', 'fold_batchnorm', 'ConvStem', 'FFN', 'DropPath',
-    'kernel_matrix', 'landmark_grid', 'pool_landmarks', 'LaplacianAttention',
+    'ConvBNReLU', 'ConvStem', 'FFN', 'DropPath', 'kernel_matrix',
+    'landmark_grid', 'pool_landmarks', 'LaplacianAttention',
     'SoftmaxAttention', 'LaplacianFormerStage', 'LaplacianFormerBlock'
 ]

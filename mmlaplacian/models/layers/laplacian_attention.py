@@ -8,16 +8,19 @@ import torch
 import torch.nn as nn
 
 from mmlaplacian.ops import newton_schulz_inverse
-from .chunking import (DEFAULT_CHUNK_TOKENS, ChunkedForms, ColumnMoments,
-                       token_spans)
+from .chunking import ColumnMoments, token_spans
 from .kernel_matrix import KERNELS, kernel_matrix
 from .landmarks import landmark_grid, pool_landmarks
 
 FEATURE_MAPS = ('whiten', 'none')
 INVERSES = ('newton', 'exact')
+MODES = ('auto', 'full', 'chunked')
+# Tokens per chunk: a stage-1 chunk's similarities (2 heads x 49 landmarks)
+# and its block's MLP hidden activations stay within ~2 MB, in cache.
+DEFAULT_CHUNK_TOKENS = 2048
 
 
-class LaplacianAttention(ChunkedForms, nn.Module):
+class LaplacianAttention(nn.Module):
     """Linear attention with the Laplacian kernel ``exp(-||q - k||_1 / λ)``.
 
     Queries ``q = x Wq`` (and keys ``k = x Wk``, or ``k = q`` when shared)
@@ -35,14 +38,22 @@ class LaplacianAttention(ChunkedForms, nn.Module):
     and per-sample statistics make train and eval identical. Time is
     ``O(N·m·d + m³·iters)`` and memory ``O(N·m)``: no N×N tensor is formed.
 
-    Two forms compute ``Y`` (``mode`` picks one, see
-    :mod:`~mmlaplacian.models.layers.chunking`): the *full* form forms the
-    N×m matrices ``Kq``, ``Kk`` at once (training, GPUs, export); the
-    *chunked* form (no autograd) makes two passes over chunks of
-    ``chunk_tokens`` tokens: the first gathers ``Kkᵀ V``, ``Σ V`` and the
-    column moments of ``Kq``, the second recomputes each chunk's ``Kq`` and
-    writes its rows of ``Y``. Both give the same output up to float
-    rounding.
+    Two forms compute ``Y``, and ``mode`` picks one:
+
+    - ``'full'``: the N×m matrices ``Kq``, ``Kk`` at once. Differentiable,
+      and its graph does not depend on the input size: training, GPUs,
+      tracing and export.
+    - ``'chunked'``: two passes over chunks of ``chunk_tokens`` tokens; the
+      first gathers ``Kkᵀ V``, ``Σ V`` and the column moments of ``Kq``, the
+      second recomputes each chunk's ``Kq`` and writes its rows of ``Y``.
+      The N×m matrices never exist. Without autograd only (it saves no
+      activations).
+    - ``'auto'``: ``'chunked'`` when autograd is off, ``x`` is on the CPU,
+      nothing traces, compiles or exports the model, and ``x`` holds more
+      than ``chunk_tokens`` tokens; ``'full'`` otherwise.
+
+    Both give the same output up to float rounding. The block around the
+    attention (:class:`LaplacianFormerBlock`) follows its form.
 
     Args:
         embed_dims (int): Channels C.
@@ -69,8 +80,8 @@ class LaplacianAttention(ChunkedForms, nn.Module):
         proj_drop (float): Dropout after the output projection.
         impl (str): Fused-op implementation (``'auto'``, ``'cpp'``,
             ``'cuda'`` or ``'pytorch'``). Defaults to ``'auto'``.
-        mode (str): ``'auto'`` (chunked on the CPU without autograd, full
-            otherwise), ``'full'`` or ``'chunked'``. Defaults to ``'auto'``.
+        mode (str): ``'auto'``, ``'full'`` or ``'chunked'`` (above).
+            Defaults to ``'auto'``.
         chunk_tokens (int): Tokens per chunk of the chunked form. Defaults
             to 2048.
 
@@ -104,10 +115,11 @@ class LaplacianAttention(ChunkedForms, nn.Module):
                  mode: str = 'auto',
                  chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> None:
         super().__init__()
-        self.set_mode(mode, chunk_tokens)
         _check_settings(embed_dims, num_heads, kernel, feature_map, inverse,
                         lam, num_landmarks, whiten_eps, eps, ns_iters,
-                        conv_kernel_size)
+                        conv_kernel_size, mode, chunk_tokens)
+        self.mode = mode
+        self.chunk_tokens = chunk_tokens
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
@@ -165,9 +177,27 @@ class LaplacianAttention(ChunkedForms, nn.Module):
             raise ValueError(
                 f'LaplacianAttention: tokens {tuple(x.shape)} do not fill a '
                 f'{hw_shape[0]}x{hw_shape[1]} grid (expected (B, H*W, C))')
-        if self.runs_chunked(x, x.shape[1]):
+        if self.runs_chunked(x):
             return self._forward_chunked(x, hw_shape, identity)
         return self._forward_full(x, hw_shape, identity)
+
+    def runs_chunked(self, x: torch.Tensor) -> bool:
+        """Whether the forward on ``x (B, N, C)`` takes the chunked form.
+
+        Raises:
+            RuntimeError: In ``'chunked'`` mode with autograd enabled.
+        """
+        if self.mode == 'chunked':
+            if torch.is_grad_enabled():
+                raise RuntimeError(
+                    "LaplacianAttention: mode='chunked' runs without "
+                    'autograd only (under torch.no_grad() or '
+                    "torch.inference_mode()); use mode='auto' or 'full' "
+                    'with autograd')
+            return True
+        return (self.mode == 'auto' and not torch.is_grad_enabled()
+                and x.device.type == 'cpu' and not _tracing()
+                and x.shape[1] > self.chunk_tokens)
 
     def _forward_full(self, x: torch.Tensor, hw_shape: Tuple[int, int],
                       identity: Optional[torch.Tensor]) -> torch.Tensor:
@@ -337,10 +367,19 @@ class LaplacianAttention(ChunkedForms, nn.Module):
                 f'share_qk={self.share_qk}, mode={self.mode}')
 
 
+def _tracing() -> bool:
+    """Whether TorchScript, the ONNX exporter or a PyTorch compiler
+    (``torch.compile``, ``torch.export``) is tracing the model."""
+    return (torch.jit.is_tracing() or torch.jit.is_scripting()
+            or torch.onnx.is_in_onnx_export()
+            or torch.compiler.is_compiling())
+
+
 def _check_settings(embed_dims: int, num_heads: int, kernel: str,
                     feature_map: str, inverse: str, lam: float,
                     num_landmarks: int, whiten_eps: float, eps: float,
-                    ns_iters: int, conv_kernel_size: int) -> None:
+                    ns_iters: int, conv_kernel_size: int, mode: str,
+                    chunk_tokens: int) -> None:
     """Raise a ValueError naming the first setting outside its range."""
     problems = [
         (embed_dims % num_heads != 0,
@@ -361,6 +400,9 @@ def _check_settings(embed_dims: int, num_heads: int, kernel: str,
                                   and conv_kernel_size % 2 == 0),
          'conv_kernel_size must be 0 or odd (same-size output), got '
          f'{conv_kernel_size}'),
+        (mode not in MODES, f'mode must be one of {MODES}, got {mode!r}'),
+        (chunk_tokens < 1,
+         f'chunk_tokens must be >= 1, got {chunk_tokens}'),
     ]
     for failed, message in problems:
         if failed:

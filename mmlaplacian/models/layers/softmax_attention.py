@@ -43,16 +43,14 @@ class SoftmaxAttention(nn.Module):
 
     def forward(self,
                 x: torch.Tensor,
-                hw_shape: Optional[Tuple[int, int]] = None,
-                identity: Optional[torch.Tensor] = None) -> torch.Tensor:
+                hw_shape: Optional[Tuple[int, int]] = None) -> torch.Tensor:
         """Attend over ``x (B, N, C)``, the signature of
         :class:`LaplacianAttention`; ``hw_shape`` is unused (softmax
-        attention needs no grid), ``identity`` is added to the output."""
+        attention needs no grid)."""
         batch, num_tokens, channels = x.shape
         qkv = self.qkv(x).reshape(batch, num_tokens, 3, self.num_heads, -1)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         out = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.attn_drop if self.training else 0.)
         out = out.transpose(1, 2).reshape(batch, num_tokens, channels)
-        out = self.proj_drop(self.proj(out))
-        return out if identity is None else identity + out
+        return self.proj_drop(self.proj(out))

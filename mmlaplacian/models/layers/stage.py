@@ -8,20 +8,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 
-from ..utils.checkpoint_filter import resize_pos_embed
-from .chunking import DEFAULT_CHUNK_TOKENS, ChunkedForms
+from ..checkpoint import resize_pos_embed
 from .landmarks import sizes_known_equal
 from .transformer_block import LaplacianFormerBlock
 
 
-class LaplacianFormerStage(ChunkedForms, nn.Module):
+class LaplacianFormerStage(nn.Module):
     """A stage at one stride: ``downsample → + pos_embed → blocks → norm``.
-
-    Its chunked form (``mode``, see
-    :mod:`~mmlaplacian.models.layers.chunking`) adds the position embedding
-    in place (the downsample's output is fresh) and normalises the output a
-    band of rows (about ``chunk_tokens`` tokens) at a time, written straight
-    into the NCHW map.
 
     Args:
         downsample (nn.Module): Brings the incoming map to this stage's
@@ -40,9 +33,6 @@ class LaplacianFormerStage(ChunkedForms, nn.Module):
         drop (float): Dropout after the position embedding, in the FFNs and
             projections. Defaults to 0.
         with_cp (bool): Gradient checkpointing per block. Defaults to False.
-        mode (str): ``'auto'``, ``'full'`` or ``'chunked'``, for the stage
-            and its blocks. Defaults to ``'auto'``.
-        chunk_tokens (int): Tokens per chunk. Defaults to 2048.
         **block_kwargs: :class:`LaplacianFormerBlock` arguments
             (``mlp_ratio``, ``attention``, ``attn_cfg``).
 
@@ -60,11 +50,8 @@ class LaplacianFormerStage(ChunkedForms, nn.Module):
                  drop_path_rates: Optional[Sequence[float]] = None,
                  drop: float = 0.,
                  with_cp: bool = False,
-                 mode: str = 'auto',
-                 chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
                  **block_kwargs) -> None:
         super().__init__()
-        self.set_mode(mode, chunk_tokens)
         rates = list(drop_path_rates or [0.] * depth)
         if len(rates) != depth:
             raise ValueError(f'drop_path_rates needs {depth} entries, got '
@@ -79,8 +66,6 @@ class LaplacianFormerStage(ChunkedForms, nn.Module):
                 num_heads,
                 drop_path=rate,
                 drop=drop,
-                mode=mode,
-                chunk_tokens=chunk_tokens,
                 **block_kwargs) for rate in rates)
         self.norm = nn.LayerNorm(embed_dims) if with_norm else None
         self.with_cp = with_cp
@@ -99,6 +84,9 @@ class LaplacianFormerStage(ChunkedForms, nn.Module):
         x = self.downsample(x)
         hw_shape = (x.shape[2], x.shape[3])
         tokens = self.embed_tokens(x)
+        # The blocks read the tokens only: without autograd the map's memory
+        # is free for them.
+        del x
         for block in self.blocks:
             if self.with_cp and tokens.requires_grad:
                 tokens = cp.checkpoint(
@@ -112,10 +100,6 @@ class LaplacianFormerStage(ChunkedForms, nn.Module):
         """``(B, C, H, W)`` map to ``(B, H*W, C)`` tokens + position
         embedding."""
         tokens = x.flatten(2).transpose(1, 2)
-        if self.runs_chunked(x):
-            # A view: the downsample writes channels-last maps.
-            tokens += self.position_embedding(x.shape[2:])
-            return self.pos_drop(tokens)
         return self.pos_drop(tokens + self.position_embedding(x.shape[2:]))
 
     def position_embedding(self, hw_shape: Sequence[int]) -> torch.Tensor:
@@ -136,18 +120,7 @@ class LaplacianFormerStage(ChunkedForms, nn.Module):
     def output_map(self, tokens: torch.Tensor,
                    hw_shape: Tuple[int, int]) -> torch.Tensor:
         """Normalised tokens as a contiguous NCHW map."""
-        if not self.runs_chunked(tokens, tokens.shape[1]):
-            return self.tokens_to_map(self.norm(tokens), hw_shape).contiguous()
-        batch, _, channels = tokens.shape
-        height, width = hw_shape
-        out = tokens.new_empty(batch, channels, height, width)
-        rows = max(1, self.chunk_tokens // width)
-        for top in range(0, height, rows):
-            bottom = min(top + rows, height)
-            band = self.norm(tokens[:, top * width:bottom * width])
-            out[:, :, top:bottom] = self.tokens_to_map(band,
-                                                       (bottom - top, width))
-        return out
+        return self.tokens_to_map(self.norm(tokens), hw_shape).contiguous()
 
     @staticmethod
     def tokens_to_map(tokens: torch.Tensor,
