@@ -1,6 +1,6 @@
 """Whether each CPU inference form of the backbone pays: time and memory.
 
-    python -m benchmarks.forms --sizes 800x1344 1600x2688 --repeats 3
+    python -m benchmarks.forms --sizes 800x1344 1600x2688 --repeat 3
 
 LaplacianFormer-T (random weights, eval, ``torch.no_grad()``, batch 1) runs
 its forward on the plain path and with each form on (:data:`SETTINGS`).
@@ -13,7 +13,7 @@ CPU without autograd. Per size:
   round to round), after ``--warmup`` untimed rounds. A pass whose threads
   were not kept busy (other processes held the cores of a shared machine,
   :func:`~benchmarks.harness.threads_were_busy`) is left out; rounds go on
-  until every setting has ``--repeats`` busy passes, or ``--max-rounds``.
+  until every setting has ``--repeat`` busy passes, or ``--max-rounds``.
   ``time s`` is the median of a setting's busy passes.
 - **memory**: one fresh process per setting runs the forward twice; the
   first pass pages in the code and fills the kernels' caches, and the peak
@@ -45,7 +45,7 @@ from benchmarks.tables import markdown_table
 
 PLAIN = "mode='full' (plain)"
 # The backbone's arguments for the plain path and for each form. The one
-# form left is the attention's chunked mode, which its block follows.
+# form is the attention's chunked mode, which its block follows.
 SETTINGS: Dict[str, dict] = {
     PLAIN: dict(attn_cfg=dict(mode='full')),
     "mode='auto' (chunked)": dict(attn_cfg=dict(mode='auto')),
@@ -105,7 +105,7 @@ def measure(size: Sequence[int], args: argparse.Namespace) -> List[dict]:
     timed = run_in_subprocess(
         'benchmarks.forms',
         dict(spec, task='time', settings=names, warmup=args.warmup,
-             repeats=args.repeats, max_rounds=args.max_rounds),
+             repeats=args.repeat, max_rounds=args.max_rounds),
         args.timeout, env)
     if timed['status'] != 'ok':
         sys.exit(f'timing at {size}: {timed["status"]}: '
@@ -177,10 +177,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--sizes', nargs='+', type=parse_size,
                         default=[(800, 1344), (1600, 2688)],
                         help='input sizes HxW, batch 1')
-    parser.add_argument('--repeats', type=int, default=3,
+    parser.add_argument('--repeat', type=int, default=3,
                         help='busy passes per setting (median)')
     parser.add_argument('--max-rounds', type=int, default=None,
-                        help='rounds at most (default: 3 × --repeats)')
+                        help='rounds at most (default: 3 × --repeat)')
     parser.add_argument('--warmup', type=int, default=1,
                         help='untimed rounds first')
     parser.add_argument('--threads', type=int, default=2,
@@ -191,20 +191,23 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='seconds per process before giving up')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.warmup < 0:
-        parser.error('--repeats must be >= 1 and --warmup >= 0')
+    if args.repeat < 1 or args.warmup < 0:
+        parser.error('--repeat must be >= 1 and --warmup >= 0')
     if args.max_rounds is None:
-        args.max_rounds = 3 * args.repeats
+        args.max_rounds = 3 * args.repeat
     return args
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
+    """Measure every setting at every size, print the table and return its
+    rows (:func:`measure`); a worker prints its result instead."""
     args = parse_args(argv)
     if args.worker:
         worker_main(run_case, args.worker)
-        return
+        return []
     rows = [row for size in args.sizes for row in measure(size, args)]
     print(format_table(rows, args))
+    return rows
 
 
 if __name__ == '__main__':

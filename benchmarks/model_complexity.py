@@ -4,7 +4,9 @@ Each ImageNet classifier of ``configs/imagenet`` (1000-class head, default
 attention settings) is built and traced by ``mmlaplacian.utils.flops``, the
 counter of ``tools/analysis_tools/get_flops.py`` (mmengine's
 ``FlopAnalyzer`` with handles for our ops), and its figures are
-set beside those published for LaplacianFormer. A column leaves out the
+set beside those published for LaplacianFormer and the parameter counts
+of SOFT's variants of the same names, which the layouts aim at (SOFT++'s
+macro-architecture: head width 32, MLP ratio 4). A column leaves out the
 Newton–Schulz inverse (``iters · 2m³`` per head and block, independent of
 the image size). ``--verify`` also checks that the parameter count is
 ``sum(p.numel())``, that the trace met no custom op without a FLOP handle
@@ -20,6 +22,7 @@ import os.path as osp
 from typing import Dict, Optional, Sequence, Tuple
 
 from mmlaplacian.engine import read_config
+from mmlaplacian.models import LaplacianFormer
 from mmlaplacian.utils.flops import ModelFlops, build_model, count_config
 
 from benchmarks.harness import REPO_ROOT
@@ -29,7 +32,7 @@ CONFIG_DIR = osp.join(REPO_ROOT, 'configs', 'imagenet')
 
 ARCHS = ('tiny', 'small', 'medium', 'large', 'huge')
 # (params in M, GFLOPs) reported by the LaplacianFormer paper; None: not
-# reported. Params target of DESIGN.md §4 (SOFT++ macro-architecture).
+# reported.
 PAPER: Dict[str, Tuple[Optional[float], Optional[float]]] = {
     'tiny': (None, None),
     'small': (None, None),
@@ -37,8 +40,9 @@ PAPER: Dict[str, Tuple[Optional[float], Optional[float]]] = {
     'large': (None, 11.2),
     'huge': (None, None),
 }
-TARGET_PARAMS = {'tiny': 13, 'small': 24, 'medium': 46, 'large': 65,
-                 'huge': 87}
+# Params in M of SOFT's variant of the same name, with a 1000-class head.
+SOFT_PARAMS = {'tiny': 13, 'small': 24, 'medium': 46, 'large': 65,
+               'huge': 87}
 
 
 def _fmt(value: Optional[float], digits: int) -> str:
@@ -79,9 +83,10 @@ def make_table(shape: Tuple[int, int] = (224, 224),
                archs: Sequence[str] = ARCHS) -> str:
     """The markdown table for the variants ``archs`` at input ``shape``."""
     header = [
-        'arch', 'params (M)', f'GFLOPs @{shape[0]}×{shape[1]}',
+        'arch', 'embed dims', 'depths', 'params (M)',
+        f'GFLOPs @{shape[0]}×{shape[1]}',
         'GFLOPs without the Newton–Schulz inverse', 'paper params (M)',
-        'paper GFLOPs', 'params target (M, DESIGN §4)'
+        'paper GFLOPs', 'SOFT-like target (M)'
     ]
     rows = []
     for arch in archs:
@@ -89,14 +94,17 @@ def make_table(shape: Tuple[int, int] = (224, 224),
         params, gflops = result.params / 1e6, result.flops / 1e9
         no_inverse = gflops - result.newton_schulz_flops / 1e9
         paper_params, paper_gflops = PAPER[arch]
+        layout = LaplacianFormer.arch_zoo[arch]
         rows.append([
-            arch, f'{params:.2f}{_delta(params, paper_params)}',
+            arch, ','.join(map(str, layout['embed_dims'])),
+            ','.join(map(str, layout['depths'])),
+            f'{params:.2f}{_delta(params, paper_params)}',
             f'{gflops:.2f}{_delta(gflops, paper_gflops)}',
             f'{no_inverse:.2f}{_delta(no_inverse, paper_gflops)}',
             _fmt(paper_params, 1), _fmt(paper_gflops, 2),
-            f'≈{TARGET_PARAMS[arch]}'
+            f'≈{SOFT_PARAMS[arch]}'
         ])
-    return markdown_table(header, rows, 'lrrrrrr')
+    return markdown_table(header, rows, 'lllrrrrrr')
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:

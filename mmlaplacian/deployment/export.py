@@ -16,8 +16,7 @@ import torch
 import torch.nn as nn
 
 from mmlaplacian.ops.export_forms import (BLOCK_ELEMENTS, LAPLACE_FORMS,
-                                          export_decompositions,
-                                          torch_onnx_gives_form)
+                                          export_decompositions)
 from .onnx_ops import onnx_translation_table
 
 DEFAULT_OPSET = 18
@@ -164,9 +163,9 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
         output_names (sequence[str], optional): Names of the outputs.
         input_name (str): Name of the input. Defaults to ``'image'``.
         optimize (bool): Run onnxscript's graph optimizer (constant folding,
-            dead-code removal). onnxruntime optimises the graph itself when
-            it loads it, and measured no faster on the optimised file, while
-            the pass doubled the export time; off by default.
+            dead-code removal). Off by default: onnxruntime optimises the
+            graph itself when it loads it, and the pass lengthens the
+            export.
         laplace (str, optional): Graph form of the Laplacian kernel,
             ``'row-blocks'``, ``'per-feature'`` or ``'auto'``
             (:mod:`mmlaplacian.ops.export_forms`). Defaults to
@@ -230,12 +229,8 @@ def export_onnx(module: Union[nn.Module, torch.export.ExportedProgram],
     with torch.no_grad():
         exported = program if program is not None else torch.export.export(
             module.eval(), (example, ), dynamic_shapes=dynamic_shapes)
-        # Our own pass retraces the whole program once more (a quarter of
-        # the Tiny's export time): only where torch.onnx's would not give
-        # the asked-for form.
-        if not torch_onnx_gives_form(laplace, block_elements, dynamic):
-            exported = exported.run_decompositions(
-                export_decompositions(laplace, block_elements))
+        exported = exported.run_decompositions(
+            export_decompositions(laplace, block_elements))
         onnx_program = torch.onnx.export(
             exported,
             dynamo=True,

@@ -1,9 +1,10 @@
 """Missing datasets and checkpoints, found before any model is built.
 
 ``tools/train.py`` and ``tools/test.py`` check on the config that the
-datasets and the backbone's ImageNet checkpoint exist. The same checks run again inside ``CheckedCocoDataset``
-and the backbone's ``init_weights`` (for mmdet's own tools); here they come
-first, and the tools print them as a few lines instead of a traceback.
+datasets and the backbone's ImageNet checkpoint exist. The same checks run
+again inside ``CheckedCocoDataset`` and the backbone's ``init_weights`` (for
+mmdet's own tools); here they come first, and the tools print them as a few
+lines instead of a traceback.
 """
 from __future__ import annotations
 

@@ -24,13 +24,12 @@ unrolled).
 ``'per-feature'`` where they are symbolic. Newton–Schulz has one form: its
 fixed number of batched matrix products.
 
-The ``'auto'`` forms are also in torch's table of decompositions
-(``torch._decomp.decomposition_table``), from which torch.onnx's dynamo
-exporter takes the decomposition of every operator it has no ONNX
-translation for: ``torch.onnx.export`` rewrites our operators in its own
-decomposition pass. ``torch.export``, ``torch.compile`` (Inductor) and
-ExecuTorch decompose with their own, selected tables and keep seeing the
-operators.
+The forms are deliberately not registered in torch's global table of
+decompositions (``torch._decomp.decomposition_table``): Inductor refuses to
+fall back to an operator that has one there when the ``CI`` environment
+variable is set, as it is on most CI services. Exporters pass
+:func:`export_decompositions` to ``ExportedProgram.run_decompositions``
+instead.
 """
 from __future__ import annotations
 
@@ -155,25 +154,3 @@ def export_decompositions(laplace: str = 'auto',
         torch.ops.mmlaplacian.newton_schulz_inverse.default:
         newton_schulz_forward_reference,
     }
-
-
-def _register_auto_forms() -> None:
-    """The ``'auto'`` forms in torch's table of decompositions (module
-    docstring); once per operator."""
-    from torch._decomp import decomposition_table, register_decomposition
-    for op, form in export_decompositions('auto').items():
-        if op not in decomposition_table:
-            register_decomposition(op)(form)
-
-
-def torch_onnx_gives_form(laplace: str, max_elements: int,
-                          dynamic: bool) -> bool:
-    """Whether torch.onnx's own decomposition pass, with the registered
-    ``'auto'`` forms, gives ``laplace`` at ``max_elements``: ``'auto'``
-    itself, or ``'row-blocks'`` when every size is static, at the default
-    block size. Then an exporter needs no decomposition pass of its own."""
-    return max_elements == BLOCK_ELEMENTS and (
-        laplace == 'auto' or (laplace == 'row-blocks' and not dynamic))
-
-
-_register_auto_forms()

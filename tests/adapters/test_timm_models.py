@@ -14,7 +14,7 @@ timm = pytest.importorskip('timm')
 import mmlaplacian.adapters.timm_models  # noqa: E402,F401  (registers them)
 from mmlaplacian.models import LaplacianFormer  # noqa: E402
 
-VARIANTS = {  # arch: stage channels (DESIGN's variant table)
+VARIANTS = {  # arch: stage channels, written out (not read from arch_zoo)
     'tiny': [64, 128, 320, 512],
     'small': [64, 128, 320, 512],
     'medium': [64, 128, 288, 512],

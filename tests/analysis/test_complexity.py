@@ -74,7 +74,7 @@ def test_softmax_attention_counts_2_n2_c(flops):
 
 def laplacian_terms(n, c, heads, m, kernel_size, share_qk=True,
                     pooled=True):
-    """The DESIGN §3 attention's MACs per sample, by operator."""
+    """The Laplacian attention's MACs per sample, by operator."""
     keys = 1 if share_qk else 2
     return dict(
         linear=(2 + keys) * n * c * c,
@@ -186,7 +186,7 @@ def test_backbone_traced_equals_hand_count(flops):
 
 
 def test_tracing_takes_the_plain_path(flops):
-    """The chunked CPU inference must not change what is counted."""
+    """The attention's chunked mode must not change what is counted."""
     torch.manual_seed(0)
     image = torch.rand(1, 3, 96, 128)
     counts = []
@@ -246,13 +246,18 @@ def test_get_flops_tool_on_a_detector(get_flops, flops, capsys):
 def test_complexity_table_tool():
     tool = model_complexity
     table = tool.make_table((224, 224), verify=True, archs=('tiny', ))
-    row = [line for line in table.splitlines() if line.startswith('| tiny')]
-    cells = [c.strip() for c in row[0].strip('|').split('|')]
+    header, _, row = [[c.strip() for c in line.strip('|').split('|')]
+                      for line in table.splitlines()]
+    cells = dict(zip(header, row))
     # The Newton–Schulz column: 49 landmarks in every stage at 224²,
     # 2 + 2·4 + 3·10 head-blocks in stages 1–3 of Tiny.
     inverse = NS_MACS * 49**3 * (2 + 2 * 4 + 3 * 10) / 1e9
-    assert float(cells[2]) - float(cells[3]) == pytest.approx(inverse,
-                                                              abs=0.011)
+    assert float(cells['GFLOPs @224×224']) - float(
+        cells['GFLOPs without the Newton–Schulz inverse']) == pytest.approx(
+            inverse, abs=0.011)
     model = tool.build_model(tool.read_config(str(TINY_CFG)))[0]
     numel = sum(p.numel() for p in model.parameters())
-    assert cells[1] == f'{numel / 1e6:.2f}'
+    assert cells['params (M)'] == f'{numel / 1e6:.2f}'
+    assert (cells['arch'], cells['embed dims'], cells['depths'],
+            cells['SOFT-like target (M)']) == ('tiny', '64,128,320,512',
+                                               '1,2,3,2', '≈13')

@@ -1,6 +1,10 @@
 """The fused ops are PyTorch operators: schema, fake kernels, registered
 autograd and dispatch checked by ``torch.library.opcheck``, and traced by
 ``torch.compile(fullgraph=True)`` and ``torch.export``."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -132,3 +136,26 @@ def test_export_holds_the_operators():
     assert OPS.laplace_kernel.default in targets
     x, y = _inputs((2, 9, 5, 4), torch.float32, 'cpu', False)
     torch.testing.assert_close(program.module()(x, y), laplace_kernel(x, y))
+
+
+def test_inductor_compiles_the_operators_where_ci_is_set(tmp_path):
+    """Inductor refuses to fall back to an operator that has an entry in
+    torch's global decomposition table when ``CI`` is set (as on most CI
+    services): our export forms must stay out of that table. A fresh
+    interpreter, with Inductor's caches off, so nothing compiled earlier
+    answers for it."""
+    script = (
+        'import torch, mmlaplacian\n'
+        'from mmlaplacian.ops import laplace_kernel\n'
+        'x, y = torch.rand(1, 40, 8), torch.rand(1, 7, 8)\n'
+        'fn = torch.compile(lambda a, b: laplace_kernel(a, b).sum(), '
+        'fullgraph=True, backend="inductor")\n'
+        'torch.testing.assert_close(fn(x, y), laplace_kernel(x, y).sum())\n')
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    env = dict(os.environ, CI='true', TORCHINDUCTOR_FORCE_DISABLE_CACHES='1',
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path), PYTHONPATH=repo)
+    proc = subprocess.run([sys.executable, '-c', script], env=env,
+                          cwd=str(tmp_path), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]

@@ -20,8 +20,9 @@ CHECKPOINT_TEMPORARY = re.compile(r'^\..+\.pth\.tmp\d+$')
 
 
 class HalfThenPause:
-    """A file whose first ``write`` stops half-way, on disk, for
-    :data:`PAUSE_SECONDS` before it writes the rest."""
+    """A file whose ``write`` stops half-way, on disk, for
+    :data:`PAUSE_SECONDS` before it writes the rest (the package writes a
+    checkpoint's bytes in one call)."""
 
     def __init__(self, file) -> None:
         self._file = file
