@@ -89,7 +89,7 @@ def ensure_data(args: argparse.Namespace) -> None:
     """Generate the synthetic dataset unless a complete one of this image
     size and seed is there."""
     # Importable as a namespace package: benchmarks run from the repo root.
-    from mmlaplacian.testing.synthetic_shapes import is_complete
+    from mmlaplacian.synthetic_data.instances import is_complete
     if is_complete(args.data, args.image_size, 0):
         return
     subprocess.run([

@@ -26,7 +26,7 @@ step() { printf '\n==> [%ss] %s\n' "$(($(date +%s) - start))" "$*"; }
 step "1/4 data: $SYNTHETIC_COCO"
 SIZE=192
 SEED=0
-if "$PY" -c 'import sys; from mmlaplacian.testing.synthetic_shapes import is_complete
+if "$PY" -c 'import sys; from mmlaplacian.synthetic_data.instances import is_complete
 sys.exit(not is_complete(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))' \
     "$SYNTHETIC_COCO" "$SIZE" "$SEED"; then
   echo "found the dataset (${SIZE} px, seed $SEED): not generating it again"

@@ -1,7 +1,7 @@
 """Dataset classes and input checks that configs use at run time.
 
 The synthetic datasets of the quick starts and tests are in
-:mod:`mmlaplacian.testing`.
+:mod:`mmlaplacian.synthetic_data`.
 
 - Detection: the COCO annotation checks and ``CheckedCocoDataset``, the
   ``CocoDataset`` that applies them (in our ``DATASETS`` and mmdet's).

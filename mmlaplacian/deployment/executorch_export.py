@@ -1,10 +1,14 @@
 """Export to an ExecuTorch program (``.pte``) lowered to XNNPACK.
 
 The path is ``torch.export`` → our operators rewritten by their export
-forms (:func:`mmlaplacian.ops.export_decompositions`) → ExecuTorch's edge
-dialect, with XNNPACK's partitioner taking what it can run → ``.pte``.
-Operators XNNPACK does not take run on ExecuTorch's portable kernels; the
-result lists them, so their cost can be judged.
+forms (:func:`mmlaplacian.ops.export_decompositions`) → optionally int8
+with PyTorch's PT2E flow (:mod:`mmlaplacian.deployment.pt2e_quantization`)
+→ ExecuTorch's edge dialect, with XNNPACK's partitioner taking what it can
+run → ``.pte``. Operators XNNPACK does not take run on ExecuTorch's
+portable kernels; the result lists them, so their cost can be judged.
+
+One program may hold several methods (e.g. a detector's dense part and its
+RoI heads): pass ``{method_name: (module, example_args)}``.
 
 Needs ``executorch`` (``pip install executorch``, which brings torchao).
 """
@@ -13,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import List, Sequence
+from typing import (Dict, List, Mapping, Optional, Sequence, Tuple, Union)
 
 import torch
 import torch.nn as nn
@@ -23,6 +27,32 @@ from mmlaplacian.ops.export_forms import export_decompositions
 DELEGATE_CALL = 'executorch_call_delegate'
 # Graph plumbing that is no computation: left out of the portable-op list.
 _PLUMBING = ('getitem', 'executorch_call_delegate', 'alloc')
+QUANTIZE_MODES = (None, 'int8')
+
+Methods = Mapping[str, Tuple[nn.Module, Tuple]]
+Calibration = Union[Sequence[Tuple], Mapping[str, Sequence[Tuple]]]
+
+
+@dataclass
+class MethodLowering:
+    """What one method of the program became.
+
+    Attributes:
+        delegated (int): Subgraphs run by XNNPACK.
+        int8_delegates (int): Those of them that hold int8 operators.
+        portable_ops (Counter[str]): Operators left to the portable
+            kernels, by name, with their counts.
+        quantized (Counter[str]): With int8: the operators the quantizer
+            took (int8 inputs), by name.
+        float_ops (Counter[str]): With int8: the operators of the kinds the
+            quantizer takes (convolution, linear, add, mul, cat, pooling)
+            that stay in float32, by name.
+    """
+    delegated: int = 0
+    int8_delegates: int = 0
+    portable_ops: Counter = field(default_factory=Counter)
+    quantized: Counter = field(default_factory=Counter)
+    float_ops: Counter = field(default_factory=Counter)
 
 
 @dataclass
@@ -31,15 +61,39 @@ class ExecuTorchResult:
 
     Attributes:
         path (str): The ``.pte`` file.
-        seconds (float): Export and lowering wall time.
-        delegated (int): Subgraphs run by XNNPACK.
-        portable_ops (Counter[str]): Operators left to the portable
-            kernels, by name, with their counts.
+        seconds (float): Export, quantization and lowering wall time.
+        methods (dict[str, MethodLowering]): Per method of the program.
+        quantize (str, optional): ``'int8'`` or None (float32).
     """
     path: str
     seconds: float
-    delegated: int
-    portable_ops: Counter = field(default_factory=Counter)
+    methods: Dict[str, MethodLowering] = field(default_factory=dict)
+    quantize: Optional[str] = None
+
+    @property
+    def delegated(self) -> int:
+        """XNNPACK subgraphs over all methods."""
+        return sum(m.delegated for m in self.methods.values())
+
+    @property
+    def int8_delegates(self) -> int:
+        """XNNPACK subgraphs holding int8 operators, over all methods."""
+        return sum(m.int8_delegates for m in self.methods.values())
+
+    @property
+    def portable_ops(self) -> Counter:
+        """Operators left to the portable kernels, over all methods."""
+        return sum((m.portable_ops for m in self.methods.values()), Counter())
+
+    @property
+    def quantized(self) -> Counter:
+        """Operators run in int8, over all methods."""
+        return sum((m.quantized for m in self.methods.values()), Counter())
+
+    @property
+    def float_ops(self) -> Counter:
+        """Quantizable operators left in float32, over all methods."""
+        return sum((m.float_ops for m in self.methods.values()), Counter())
 
 
 def _short_name(target) -> str:
@@ -47,28 +101,130 @@ def _short_name(target) -> str:
     return name.split(' ')[0].replace('<EdgeOpOverload:', '').strip('<>:')
 
 
-def export_executorch(module: nn.Module,
-                      example: torch.Tensor,
+def _method_table(module: Union[nn.Module, Methods],
+                  example: Optional[Union[torch.Tensor, Tuple]],
+                  calibration: Optional[Calibration]):
+    """``{name: (module, args)}`` and ``{name: calibration}`` from either
+    call form."""
+    if isinstance(module, Mapping):
+        if example is not None:
+            raise ValueError(
+                'export_executorch: with a dict of methods, each entry '
+                'carries its example arguments; pass example=None')
+        if not module:
+            raise ValueError('export_executorch: the dict of methods is empty')
+        methods = {}
+        for name, entry in module.items():
+            if (not isinstance(entry, (tuple, list)) or len(entry) != 2
+                    or not isinstance(entry[0], nn.Module)
+                    or not isinstance(entry[1], (tuple, list))):
+                raise TypeError(
+                    f'export_executorch: method {name!r} must be '
+                    '(nn.Module, example_args_tuple), got '
+                    f'{type(entry).__name__}')
+            methods[name] = (entry[0], tuple(entry[1]))
+        if calibration is not None and not isinstance(calibration, Mapping):
+            raise TypeError(
+                'export_executorch: with a dict of methods, calibration is '
+                'a dict method_name -> list of argument tuples')
+        return methods, calibration
+    if example is None:
+        raise ValueError('export_executorch: example input missing')
+    args = tuple(example) if isinstance(example, (tuple, list)) else (
+        example, )
+    if calibration is not None:
+        calibration = {'forward': calibration}
+    return {'forward': (module, args)}, calibration
+
+
+def _calibration_for(name: str, calibration: Optional[Calibration]):
+    """The calibration inputs of method ``name``.
+
+    Raises:
+        ValueError: There are none.
+    """
+    inputs = None if calibration is None else calibration.get(name)
+    if not inputs:
+        raise ValueError(
+            f"export_executorch: quantize='int8' needs calibration inputs "
+            f'for method {name!r} (a list of argument tuples, e.g. '
+            'mmlaplacian.deployment.calibration.calibration_inputs(...)); '
+            'static int8 fixes every scale from them')
+    return inputs
+
+
+def _holds_int8(lowered) -> bool:
+    """Whether a lowered subgraph was cut from int8 operators (its
+    quantize / dequantize pairs went into the delegate with them)."""
+    return any('quantized_decomposed' in str(node.target)
+               for node in lowered.original_module.graph.nodes)
+
+
+def _lowering(program, quantized: Counter,
+              float_ops: Counter) -> MethodLowering:
+    """A lowered method's report from its edge program."""
+    module = program.graph_module
+    calls = [n for n in module.graph.nodes if n.op == 'call_function']
+    names = [_short_name(node.target) for node in calls]
+    delegates = [
+        getattr(module, node.args[0].target)
+        for node, name in zip(calls, names) if name == DELEGATE_CALL
+    ]
+    return MethodLowering(
+        delegated=len(delegates),
+        int8_delegates=sum(map(_holds_int8, delegates)),
+        portable_ops=Counter(
+            n for n in names if not any(p in n for p in _PLUMBING)),
+        quantized=quantized,
+        float_ops=float_ops)
+
+
+def export_executorch(module: Union[nn.Module, Methods],
+                      example: Optional[Union[torch.Tensor, Tuple]],
                       path: str,
-                      laplace: str = 'auto') -> ExecuTorchResult:
-    """Export ``module(example)`` to an XNNPACK-lowered ExecuTorch program.
+                      laplace: str = 'auto',
+                      quantize: Optional[str] = None,
+                      calibration: Optional[Calibration] = None,
+                      float_parts: Sequence[str] = ()) -> ExecuTorchResult:
+    """Export modules to an XNNPACK-lowered ExecuTorch program.
 
     Args:
-        module (nn.Module): Takes one tensor and returns a tensor or a tuple
+        module (nn.Module | dict): A module returning a tensor or a tuple
             of tensors (e.g. :class:`~mmlaplacian.deployment.
-            BackboneForExport`).
-        example (Tensor): The example input; the program has its shape.
+            BackboneForExport`), exported as the method ``forward``; or
+            ``{method_name: (module, example_args_tuple)}``: one program
+            with one method per entry.
+        example (Tensor | tuple, optional): The single module's example
+            input (or argument tuple); the program has its shapes. None
+            with the dict form.
         path (str): Output ``.pte`` file.
         laplace (str): Graph form of the Laplacian kernel
             (:mod:`mmlaplacian.ops.export_forms`).
+        quantize (str, optional): None (float32) or ``'int8'``: static
+            int8 through PT2E and the XNNPACK quantizer
+            (:func:`~mmlaplacian.deployment.pt2e_quantization.
+            quantize_program`).
+        calibration (list | dict, optional): With int8: a list of argument
+            tuples the single module is run on to fix the scales; with the
+            dict form, ``{method_name: list}``.
+        float_parts (Sequence[str]): With int8: parts of a LaplacianFormer
+            left in float32 (keys of :data:`~mmlaplacian.deployment.
+            pt2e_quantization.PARTS`); none by default.
 
     Returns:
-        ExecuTorchResult: The file, the time and what did not lower.
+        ExecuTorchResult: The file, the time, and per method what did not
+        lower and what was quantized.
 
     Raises:
         ImportError: executorch is not installed (the message says how to
             install it).
+        ValueError: An unknown ``quantize`` or float part, or int8
+            without calibration inputs for a method.
+        TypeError: A dict entry that is not ``(module, args_tuple)``.
     """
+    if quantize not in QUANTIZE_MODES:
+        raise ValueError(f'export_executorch: quantize must be one of '
+                         f'{QUANTIZE_MODES}, got {quantize!r}')
     try:
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import \
             XnnpackPartitioner
@@ -76,31 +232,63 @@ def export_executorch(module: nn.Module,
     except ImportError as err:
         raise ImportError('export_executorch needs executorch: pip install '
                           f'executorch ({err})') from err
+    methods, calibration = _method_table(module, example, calibration)
+    if float_parts and not quantize:
+        raise ValueError("export_executorch: float_parts is for "
+                         "quantize='int8'")
+    if quantize:
+        from .pt2e_quantization import check_float_parts, quantize_program
+        check_float_parts(float_parts)
+        # Checked before any export: a missing list fails at once.
+        calibration = {
+            name: _calibration_for(name, calibration)
+            for name in methods
+        }
     start = time.perf_counter()
-    with torch.no_grad():
-        program = torch.export.export(module.eval(), (example, ))
-    program = program.run_decompositions(export_decompositions(laplace))
+    programs, counts = {}, {}
+    for name, (method_module, args) in methods.items():
+        with torch.no_grad():
+            program = torch.export.export(method_module.eval(), args)
+        program = program.run_decompositions(export_decompositions(laplace))
+        counts[name] = (Counter(), Counter())
+        if quantize:
+            program, counts[name] = quantize_program(
+                program, args, calibration[name], float_parts)
+        programs[name] = program
     edge = to_edge_transform_and_lower(
-        program, partitioner=[XnnpackPartitioner()])
-    nodes = [
-        node for node in edge.exported_program().graph_module.graph.nodes
-        if node.op == 'call_function'
-    ]
+        programs, partitioner=[XnnpackPartitioner()])
     with open(path, 'wb') as f:
         f.write(edge.to_executorch().buffer)
-    names = [_short_name(node.target) for node in nodes]
     return ExecuTorchResult(
         path=path,
         seconds=time.perf_counter() - start,
-        delegated=names.count(DELEGATE_CALL),
-        portable_ops=Counter(
-            n for n in names if not any(p in n for p in _PLUMBING)))
+        methods={
+            name: _lowering(edge.exported_program(name), *counts[name])
+            for name in programs
+        },
+        quantize=quantize)
 
 
 def run_executorch(path: str,
-                   inputs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    """Run the ``forward`` method of a ``.pte`` program in ExecuTorch's
-    runtime; returns its outputs."""
+                   inputs: Sequence[torch.Tensor],
+                   method: str = 'forward') -> List[torch.Tensor]:
+    """Run a method of a ``.pte`` program in ExecuTorch's runtime.
+
+    Args:
+        path (str): The ``.pte`` file.
+        inputs (Sequence[Tensor]): The method's arguments.
+        method (str): Method name (``'forward'`` for a single module).
+
+    Returns:
+        list[Tensor]: The method's outputs.
+
+    Raises:
+        KeyError: The program has no method ``method`` (the message lists
+            those it has).
+    """
     from executorch.runtime import Runtime
-    method = Runtime.get().load_program(path).load_method('forward')
-    return list(method.execute(list(inputs)))
+    program = Runtime.get().load_program(path)
+    if method not in program.method_names:
+        raise KeyError(f'{path} has no method {method!r}; it has '
+                       f'{sorted(program.method_names)}')
+    return list(program.load_method(method).execute(list(inputs)))

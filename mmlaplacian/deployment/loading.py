@@ -1,4 +1,5 @@
-"""The detector to export, built by mmdet's own ``init_detector``."""
+"""The model to export: a detector built by mmdet's own ``init_detector``,
+or a segmentor by mmseg's ``init_model``."""
 from __future__ import annotations
 
 import copy
@@ -44,3 +45,22 @@ def load_detector(cfg, checkpoint: Optional[str] = None) -> nn.Module:
         finally:
             logger.setLevel(level)
     return model.eval()
+
+
+def is_segmentor_config(cfg) -> bool:
+    """Whether ``cfg`` is an mmseg config (its default scope)."""
+    return cfg.get('default_scope') == 'mmseg'
+
+
+def load_model(cfg, checkpoint: Optional[str] = None) -> nn.Module:
+    """The config's detector (:func:`load_detector`) or segmentor (mmseg's
+    ``init_model``) on the CPU, in eval mode; without ``checkpoint``, random
+    weights under a fixed seed, the same in every process."""
+    if not is_segmentor_config(cfg):
+        return load_detector(cfg, checkpoint)
+    import torch
+    from mmseg.apis import init_model
+
+    import mmlaplacian  # noqa: F401  (registers LaplacianFormer)
+    torch.manual_seed(0)
+    return init_model(cfg, checkpoint, device='cpu').eval()

@@ -29,7 +29,9 @@ class FiniteCheckHook(Hook):
     reads those floats. Only when one is not finite does it look at the
     batch: a floating-point input image that holds NaN or inf is named as
     the cause (integer images, as decoded from files, always are finite);
-    otherwise the error names the loss terms at fault.
+    otherwise the error names the loss terms at fault. Validation and test
+    batches have no loss to read, so their images are not scanned: that
+    would cost a pass over every input for the rare corrupt one.
 
     It runs before the logger and the checkpoint hook, so the step whose
     loss was not finite is neither logged as normal nor saved. It also

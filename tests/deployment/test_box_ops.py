@@ -50,6 +50,56 @@ def test_batched_nms_keep_matches_mmcv():
     assert torch.equal(top_scores, scores[expected[:10]])
 
 
+def detection_rows(boxes, scores, labels):
+    """``(n, 6)`` rows ``score, label, box``, in a fixed order."""
+    rows = torch.cat([scores[:, None], labels[:, None].float(), boxes], 1)
+    for column in reversed(range(rows.shape[1])):
+        rows = rows[torch.sort(rows[:, column], stable=True)[1]]
+    return rows
+
+
+def test_batched_nms_keep_matches_mmcv_with_ties_and_duplicates():
+    """The host-side NMS of the ExecuTorch detectors (and the ONNX graph's
+    NMS op eagerly) keeps the detections of mmcv's batched_nms where the
+    order is delicate: scores on a coarse grid (many exact ties), exact
+    duplicate boxes with equal scores in the same class and in others,
+    heavy overlap, five classes.
+
+    Which of two identical boxes survives is arbitrary, so the kept
+    detections are compared, not their indices. Left out: two *different*
+    boxes of a class with exactly equal scores and IoU above the threshold,
+    where the survivor depends on the sort's tie order (mmcv: torch's
+    unstable sort; torchvision: a stable one); the sample has none."""
+    from mmcv.ops import batched_nms
+    from torchvision.ops import box_iou
+    boxes, generator = random_boxes(400, size=60.)
+    scores = (torch.rand(400, generator=generator) * 10).floor() / 10
+    groups = torch.randint(0, 5, (400, ), generator=generator)
+    boxes[300:] = boxes[200:300]
+    scores[300:] = scores[200:300]
+    groups[300:350] = groups[200:250]  # duplicates within a class ...
+    groups[350:] = (groups[250:300] + 1) % 5  # ... and across classes
+    valid = scores > 0.05
+    conflicts = ((scores[:, None] == scores) & (groups[:, None] == groups)
+                 & (box_iou(boxes, boxes) > 0.5)
+                 & (boxes[:, None] != boxes).any(-1))[valid][:, valid]
+    assert not conflicts.any()
+    dets, keep_idx = batched_nms(boxes[valid], scores[valid], groups[valid],
+                                 dict(type='nms', iou_threshold=0.5))
+    expected = torch.nonzero(valid).squeeze(1)[keep_idx]
+    keep = batched_nms_keep(boxes, scores, groups, valid, 0.5)
+    assert torch.equal(
+        detection_rows(boxes[keep], scores[keep], groups[keep]),
+        detection_rows(boxes[expected], scores[expected], groups[expected]))
+    # Within a class a duplicate is suppressed by its twin; across classes
+    # both stay.
+    assert not (keep[200:250] & keep[300:350]).any()
+    assert (keep[250:300] & keep[350:]).any()
+    assert 0 < int(keep.sum()) < int(valid.sum())
+    top_scores, _ = select_top(scores, keep, len(expected))
+    assert torch.equal(top_scores, dets[:, -1])
+
+
 def test_roi_align_levels_matches_mmdet_extractor():
     from mmdet.models.roi_heads.roi_extractors import SingleRoIExtractor
     extractor = SingleRoIExtractor(roi_layer=dict(type='RoIAlign',

@@ -1,7 +1,8 @@
 """LaplacianFormer-T as an ExecuTorch program lowered to XNNPACK, written
 by tools/deployment/export_executorch.py or the export API, run by
 ExecuTorch's runtime on this CPU, matching eager within the ONNX
-tolerances. Skipped where executorch is not installed."""
+tolerances; one program holding several methods. Skipped where executorch
+is not installed."""
 import re
 
 import pytest
@@ -83,3 +84,42 @@ def test_segmentor_runs_in_executorch(tmp_path):
     relative = (got - expected).abs().max() / expected.abs().max()
     assert relative <= 1e-4, relative
     assert torch.equal(got.argmax(1), expected.argmax(1))
+
+
+def test_one_program_holds_a_method_per_module(tmp_path):
+    """The dict form: one .pte with a LaplacianAttention and a
+    SoftmaxAttention method, each run by name and equal to eager; an
+    unknown method is named with those the program has."""
+    from mmlaplacian.deployment.export import FEATURE_RTOL
+    from mmlaplacian.models.layers import LaplacianAttention, SoftmaxAttention
+
+    class Tokens(torch.nn.Module):
+        """An attention layer on a 12x12 grid of tokens."""
+
+        def __init__(self, attention):
+            super().__init__()
+            self.attention = attention
+
+        def forward(self, x):
+            return self.attention(x, (12, 12))
+
+    torch.manual_seed(0)
+    modules = {
+        'laplacian': Tokens(LaplacianAttention(64, num_heads=2).eval()),
+        'softmax': Tokens(SoftmaxAttention(64, num_heads=2).eval()),
+    }
+    inputs = {name: torch.randn(1, 144, 64) for name in modules}
+    result = export_executorch(
+        {name: (module, (inputs[name], ))
+         for name, module in modules.items()}, None,
+        str(tmp_path / 'two.pte'))
+    assert set(result.methods) == set(modules)
+    assert all(m.delegated > 0 for m in result.methods.values())
+    for name, module in modules.items():
+        got = run_executorch(result.path, [inputs[name]], method=name)[0]
+        with torch.no_grad():
+            expected = module(inputs[name])
+        relative = (got - expected).abs().max() / expected.abs().max()
+        assert relative <= FEATURE_RTOL, (name, relative)
+    with pytest.raises(KeyError, match="has no method 'forward'.*laplacian"):
+        run_executorch(result.path, [inputs['softmax']])

@@ -9,7 +9,7 @@ import pytest
 from detection_utils import (MASK_RCNN_CONFIG, OVERFIT_EPOCHS, OVERFIT_IMAGES,
                              run_tool, tool_env, write_coco_subset)
 
-from mmlaplacian.testing.synthetic_shapes import make_synthetic_coco
+from mmlaplacian.synthetic_data.instances import make_synthetic_coco
 
 # Small enough for seconds per epoch on two CPU cores.
 SYNTHETIC_TRAIN, SYNTHETIC_VAL, SYNTHETIC_SIZE = 8, 4, 128

@@ -11,7 +11,7 @@ from PIL import Image
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
-from mmlaplacian.testing.synthetic_shapes import (
+from mmlaplacian.synthetic_data.instances import (
     MIN_VISIBLE_FRACTION, SHAPE_CLASSES, is_complete, make_scene,
     make_synthetic_coco)
 
@@ -107,6 +107,6 @@ def test_cli_writes_dataset(tmp_path):
 
 
 def test_unknown_shape_is_rejected():
-    from mmlaplacian.testing.synthetic_shapes import shape_polygon
+    from mmlaplacian.synthetic_data.instances import shape_polygon
     with pytest.raises(ValueError, match='hexagon'):
         shape_polygon('hexagon', (0, 0), 1, 0)

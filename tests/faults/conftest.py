@@ -5,7 +5,7 @@ The helpers of the detection tests (``detection_utils``) are shared."""
 import pytest
 
 from detection_utils import tool_env
-from mmlaplacian.testing.synthetic_shapes import make_synthetic_coco
+from mmlaplacian.synthetic_data.instances import make_synthetic_coco
 
 
 @pytest.fixture(scope='session')

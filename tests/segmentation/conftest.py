@@ -6,7 +6,7 @@ import pytest
 # path through pyproject's pytest ``pythonpath``).
 from detection_utils import tool_env
 
-from mmlaplacian.testing.synthetic_seg import make_synthetic_seg
+from mmlaplacian.synthetic_data.label_maps import make_synthetic_seg
 
 # Small enough for about a second per iteration on two CPU cores.
 SYNTHETIC_TRAIN, SYNTHETIC_VAL, SYNTHETIC_SIZE = 8, 4, 64

@@ -29,7 +29,7 @@ from mmseg.apis import inference_model, init_model
 from PIL import Image
 from seg_utils import SEG_CONFIG
 
-from mmlaplacian.testing.synthetic_seg import (IGNORE_INDEX,
+from mmlaplacian.synthetic_data.label_maps import (IGNORE_INDEX,
                                                     SEG_CLASSES,
                                                     make_synthetic_seg)
 

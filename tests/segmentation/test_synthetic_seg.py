@@ -10,12 +10,12 @@ from detection_utils import run_tool
 from PIL import Image
 from pycocotools.coco import COCO
 
-from mmlaplacian.testing.synthetic_seg import (IGNORE_INDEX,
+from mmlaplacian.synthetic_data.label_maps import (IGNORE_INDEX,
                                                     SEG_CLASSES,
                                                     is_complete_seg,
                                                     make_synthetic_seg,
                                                     scene_label_map)
-from mmlaplacian.testing.synthetic_shapes import (RADIUS_RANGE,
+from mmlaplacian.synthetic_data.instances import (RADIUS_RANGE,
                                                        make_scene,
                                                        make_synthetic_coco)
 

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from mmlaplacian.testing.synthetic_shapes import SHAPE_CLASSES, make_synthetic_coco
+from mmlaplacian.synthetic_data.instances import SHAPE_CLASSES, make_synthetic_coco
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -20,8 +20,8 @@ radius range and image counts is kept.
 import argparse
 import sys
 
-from mmlaplacian.testing.synthetic_seg import SEG_CLASSES, is_complete_seg, make_synthetic_seg
-from mmlaplacian.testing.synthetic_shapes import RADIUS_RANGE
+from mmlaplacian.synthetic_data.label_maps import SEG_CLASSES, is_complete_seg, make_synthetic_seg
+from mmlaplacian.synthetic_data.instances import RADIUS_RANGE
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -1,96 +1,267 @@
-"""Export a LaplacianFormer backbone, or an mmseg segmentor built on it, to
-an ExecuTorch program for XNNPACK.
+"""Export a LaplacianFormer backbone, an mmseg segmentor or an mmdet
+detector built on it to an ExecuTorch program for XNNPACK, in float32 or
+static int8.
 
     python tools/deployment/export_executorch.py --arch tiny --shape 224 320 \
         --out work_dirs/lf_tiny.pte [--checkpoint checkpoints/lf_tiny_in1k.pth]
     python tools/deployment/export_executorch.py \
-        --config configs/sem_fpn/lf_tiny_fpn_40k_ade20k.py [--checkpoint CKPT] \
-        --shape 512 512 --out work_dirs/lf_tiny_fpn.pte
+        --config configs/quickstart/sem_fpn_lf_tiny_synthetic_seg.py \
+        --checkpoint work_dirs/quickstart_seg/iter_900.pth --shape 96 96 \
+        --out work_dirs/seg_int8.pte --quantize int8
+    python tools/deployment/export_executorch.py \
+        --config configs/quickstart/mask_rcnn_lf_tiny_synthetic.py \
+        --checkpoint work_dirs/quickstart/epoch_8.pth --shape 192 192 \
+        --out work_dirs/mask_rcnn.pte
 
-A segmentor's program takes the image as the pipeline loads it (BGR,
-0-255) and returns the class logits at the input's size. The program is
-run once in ExecuTorch's runtime and compared with eager PyTorch; the
-operators left to ExecuTorch's portable kernels are listed. Detectors are
-not exported this way: their NMS and RoI Align have no ExecuTorch kernels
-(use export_onnx.py). Needs ``pip install executorch``.
+A backbone's program takes the normalised RGB image and returns its feature
+maps. A segmentor's takes the image as the pipeline loads it (BGR, 0-255)
+and returns the class logits at the input's size. A detector becomes its
+networks' programs (:func:`~mmlaplacian.deployment.
+export_detector_executorch`: the dense part, and a two-stage detector's
+RoI heads in a second file); its NMS and RoI Align run on the host.
+
+float32: the program is run once in ExecuTorch's runtime and compared with
+eager PyTorch within the ONNX exports' tolerance (exit status 1 beyond it).
+int8 (``--quantize int8``): PT2E static quantization calibrated on
+``--calibration-count`` images of ``--calibration-images`` (default: the
+quick start's training images for a backbone, the config's own training
+images otherwise); the program's outputs on a few further images of that
+folder are compared with eager float32 (correlation per output, and the
+label agreement of a segmentor). The operators left to ExecuTorch's
+portable kernels are listed. Needs ``pip install executorch``.
 """
 from __future__ import annotations
 
 import argparse
+import os.path as osp
 import sys
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 
 from mmlaplacian.deployment import BackboneForExport
-from mmlaplacian.deployment.executorch_export import (export_executorch,
+from mmlaplacian.deployment.calibration import calibration_inputs
+from mmlaplacian.deployment.executorch_export import (ExecuTorchResult,
+                                                      export_executorch,
                                                       run_executorch)
 from mmlaplacian.deployment.export import FEATURE_RTOL
 from mmlaplacian.models import LaplacianFormer
 from mmlaplacian.ops import LAPLACE_FORMS
+
+# The quick start's training images: a backbone's default calibration set.
+BACKBONE_CALIBRATION_IMAGES = 'data/synthetic_coco/train'
+# Images beyond the calibration set on which int8 is compared with float32.
+CHECK_IMAGES = 4
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--arch', default='tiny', help='LaplacianFormer '
                         'variant of a backbone export (default tiny)')
-    parser.add_argument('--config', help='an mmseg segmentor config '
-                        '(exports the whole segmentor instead)')
+    parser.add_argument('--config', help='an mmseg segmentor or mmdet '
+                        'detector config (exports that model instead)')
     parser.add_argument('--checkpoint', help='weights (default: random): '
                         'the backbone\'s, in any layout it loads; with '
-                        '--config, a checkpoint of that segmentor (mmseg '
-                        'tools/train.py)')
+                        '--config, a checkpoint of that model (tools/'
+                        'train.py)')
     parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'),
                         default=(224, 320), help='input size (static)')
     parser.add_argument('--laplace', choices=LAPLACE_FORMS, default='auto',
                         help='graph form of the Laplacian kernel')
+    parser.add_argument('--quantize', choices=('int8', ),
+                        help='static int8 (PT2E, XNNPACK quantizer)')
+    parser.add_argument('--calibration-images', metavar='DIR',
+                        help='int8 calibration images (default: '
+                        f'{BACKBONE_CALIBRATION_IMAGES} for a backbone, '
+                        'the config\'s training images with --config)')
+    parser.add_argument('--calibration-count', type=int, default=32,
+                        metavar='N', help='calibration images (default 32)')
     parser.add_argument('--out', required=True, help='output .pte file')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.calibration_count < 1:
+        parser.error('--calibration-count must be at least 1')
+    if args.quantize is None and args.calibration_images:
+        parser.error('--calibration-images is for --quantize int8')
+    return args
 
 
-def build_module(args: argparse.Namespace) -> Tuple[nn.Module, torch.Tensor]:
-    """The module to export and its example input."""
-    generator = torch.Generator().manual_seed(0)
-    image = torch.rand(1, 3, *args.shape, generator=generator)
-    if args.config is None:
+def training_image_folder(cfg) -> str:
+    """The image folder of a config's training set (through dataset
+    wrappers such as ``RepeatDataset``)."""
+    dataset = cfg.train_dataloader.dataset
+    while 'dataset' in dataset:
+        dataset = dataset.dataset
+    prefix = dataset.get('data_prefix', {})
+    images = prefix.get('img_path', prefix.get('img', ''))
+    return osp.join(dataset.get('data_root', ''), images)
+
+
+def is_detector(cfg) -> bool:
+    """An mmdet config (its default scope), as opposed to an mmseg one."""
+    return cfg.get('default_scope') == 'mmdet'
+
+
+def build_module(args: argparse.Namespace, cfg) -> nn.Module:
+    """The backbone or segmentor to export."""
+    if cfg is None:
         backbone = LaplacianFormer(args.arch, drop_path_rate=0.)
         if args.checkpoint:
             backbone.load_pretrained(args.checkpoint)
-        return BackboneForExport(backbone.eval()), image
+        return BackboneForExport(backbone.eval())
     from mmseg.apis import init_model
 
     from mmlaplacian.deployment.segmentors import SegmentorForExport
     # init_model leaves the backbone's init_cfg out: random weights, or the
     # whole segmentor's checkpoint.
-    segmentor = init_model(args.config, args.checkpoint, device='cpu')
-    return SegmentorForExport(segmentor.eval()), image * 255
+    segmentor = init_model(cfg, args.checkpoint, device='cpu')
+    return SegmentorForExport(segmentor.eval())
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
-    module, image = build_module(args)
-    result = export_executorch(module, image, args.out, args.laplace)
+def calibration_and_check(
+        args: argparse.Namespace,
+        cfg) -> Tuple[List[Tuple[torch.Tensor]], List[Tuple[torch.Tensor]]]:
+    """int8's calibration inputs, and the further images int8 is checked
+    on, from ``--calibration-images`` or the default folder."""
+    folder = args.calibration_images or (BACKBONE_CALIBRATION_IMAGES
+                                         if cfg is None else
+                                         training_image_folder(cfg))
+    inputs = calibration_inputs(folder, args.shape,
+                                args.calibration_count + CHECK_IMAGES,
+                                normalize=cfg is None)
+    if len(inputs) <= args.calibration_count:
+        # A small folder: calibrate on all but one image, check on that one.
+        count = max(1, len(inputs) - 1)
+        return inputs[:count], inputs[count:] or inputs[:1]
+    return inputs[:args.calibration_count], inputs[args.calibration_count:]
+
+
+def print_lowering(result: ExecuTorchResult) -> None:
+    """What the program holds: its delegates, what the portable kernels
+    run and, for int8, what was quantized."""
+    int8 = f' ({result.int8_delegates} int8)' if result.quantize else ''
     print(f'wrote {result.path} in {result.seconds:.1f} s: '
-          f'{result.delegated} XNNPACK subgraphs')
+          f'{result.delegated} XNNPACK subgraphs{int8}')
     portable = ', '.join(f'{name} x{count}'
                          for name, count in result.portable_ops.most_common())
     print(f'left to the portable kernels: {portable or "nothing"}')
+    if result.quantize:
+        for label, ops in (('int8', result.quantized),
+                           ('left in float32', result.float_ops)):
+            listed = ', '.join(f'{name} x{count}'
+                               for name, count in ops.most_common())
+            print(f'{label}: {listed or "nothing"}')
+
+
+def correlation(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """Pearson correlation of two tensors' values (float64)."""
+    pair = torch.stack([got.flatten().double(), expected.flatten().double()])
+    return float(torch.corrcoef(pair)[0, 1])
+
+
+def outputs_of(module: nn.Module, image: torch.Tensor) -> List[torch.Tensor]:
     with torch.no_grad():
-        expected = module(image)
-    if isinstance(expected, torch.Tensor):
-        expected = (expected, )
-    got = run_executorch(result.path, [image])
+        out = module(image)
+    return [out] if isinstance(out, torch.Tensor) else list(out)
+
+
+def print_label_agreement(pairs) -> None:
+    """``pairs``: (program outputs, eager outputs) per image, logits
+    first."""
+    agree = torch.cat([(got[0].argmax(1) == ref[0].argmax(1)).flatten()
+                       for got, ref in pairs]).float().mean()
+    print(f'label maps agree on {100 * float(agree):.2f}% of the pixels')
+
+
+def compare_float(path: str, module: nn.Module, image: torch.Tensor,
+                  labels: bool) -> bool:
+    """Print the program's largest relative difference from eager (and the
+    label maps' agreement); whether it is within :data:`FEATURE_RTOL`."""
+    expected = outputs_of(module, image)
+    got = run_executorch(path, [image])
     worst = max(
-        float((out - ref).abs().max() / ref.abs().max())
+        float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-12))
         for out, ref in zip(got, expected))
     verdict = 'matches' if worst <= FEATURE_RTOL else 'DIFFERS FROM'
     print(f'ExecuTorch {verdict} eager: largest relative difference '
           f'{worst:.2e} (tolerance {FEATURE_RTOL})')
+    if labels:
+        print_label_agreement([(got, expected)])
+    return worst <= FEATURE_RTOL
+
+
+def compare_int8(path: str, module: nn.Module,
+                 check: Sequence[Tuple[torch.Tensor]],
+                 labels: bool) -> None:
+    """Print the int8 program's correlation with eager float32 per output
+    over the ``check`` images (and the label maps' agreement)."""
+    pairs = [(run_executorch(path, [args[0]]), outputs_of(module, args[0]))
+             for args in check]
+    for i in range(len(pairs[0][1])):
+        corr = correlation(torch.cat([got[i].flatten() for got, _ in pairs]),
+                           torch.cat([ref[i].flatten() for _, ref in pairs]))
+        print(f'int8 against float32 eager, output {i}: correlation '
+              f'{corr:.5f} over {len(pairs)} images')
+    if labels:
+        print_label_agreement(pairs)
+
+
+def export_detector(args: argparse.Namespace, cfg) -> int:
+    """A detector's programs; their dense part checked against eager."""
+    from mmlaplacian.deployment import (build_exportable_detector,
+                                        export_detector_executorch,
+                                        graph_input, load_detector)
+    detector = load_detector(cfg, args.checkpoint)
+    calibration, check = ((None, [(graph_input(args.shape, detector=True), )])
+                          if args.quantize is None else
+                          calibration_and_check(args, cfg))
+    programs = export_detector_executorch(detector, args.shape, args.out,
+                                          args.quantize, calibration,
+                                          args.laplace)
+    for result in programs.results:
+        print_lowering(result)
+    dense = build_exportable_detector(detector).eval().dense
+    print('dense program:')
+    if args.quantize:
+        compare_int8(programs.dense.path, dense, check, labels=False)
+        return 0
+    ok = compare_float(programs.dense.path, dense, check[0][0], labels=False)
+    return 0 if ok else 1
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    try:
+        return export(args)
+    except FileNotFoundError as err:
+        # A calibration folder that is missing or holds no image.
+        print(f'export_executorch.py: error: {err}', file=sys.stderr)
+        return 2
+
+
+def export(args: argparse.Namespace) -> int:
+    """Export, report and compare; the exit status."""
+    cfg = None
     if args.config is not None:
-        agree = (got[0].argmax(1) == expected[0].argmax(1)).float().mean()
-        print(f'label maps agree on {100 * float(agree):.2f}% of the pixels')
-    return 0 if worst <= FEATURE_RTOL else 1
+        from mmengine.config import Config
+        cfg = Config.fromfile(args.config)
+        if is_detector(cfg):
+            return export_detector(args, cfg)
+    module = build_module(args, cfg)
+    if args.quantize is None:
+        generator = torch.Generator().manual_seed(0)
+        image = torch.rand(1, 3, *args.shape, generator=generator)
+        image = image if cfg is None else image * 255
+        result = export_executorch(module, image, args.out, args.laplace)
+        print_lowering(result)
+        ok = compare_float(result.path, module, image, labels=cfg is not None)
+        return 0 if ok else 1
+    calibration, check = calibration_and_check(args, cfg)
+    result = export_executorch(module, calibration[0][0], args.out,
+                               args.laplace, 'int8', calibration)
+    print_lowering(result)
+    compare_int8(result.path, module, check, labels=cfg is not None)
+    return 0
 
 
 if __name__ == '__main__':

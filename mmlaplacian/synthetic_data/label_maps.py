@@ -1,9 +1,9 @@
 """The synthetic shapes scenes as a semantic-segmentation dataset.
 
 The images are byte for byte those of
-:func:`synthetic_shapes.make_synthetic_coco` with the same seed and size (one
+:func:`instances.make_synthetic_coco` with the same seed and size (one
 random stream per image) when the shapes keep that writer's sizes (the
-default ``radius_range``, :data:`synthetic_shapes.RADIUS_RANGE`); the labels
+default ``radius_range``, :data:`instances.RADIUS_RANGE`); the labels
 are PNG label maps in MMSegmentation's layout::
 
     <out>/img_dir/{train,val}/000000.jpg
@@ -17,7 +17,7 @@ marked 255, as Pascal VOC marks object boundaries: those pixels are blended
 by JPEG compression and belong to neither side for certain.
 
 Example (from the repository root):
-    >>> from mmlaplacian.testing.synthetic_seg import make_synthetic_seg
+    >>> from mmlaplacian.synthetic_data.label_maps import make_synthetic_seg
     >>> meta = make_synthetic_seg('data/synthetic_seg', num_train=8,
     ...                           num_val=4, image_size=128, seed=0)
 """
@@ -32,7 +32,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from .synthetic_shapes import (JPEG_QUALITY, RADIUS_RANGE, SHAPE_CLASSES,
+from .instances import (JPEG_QUALITY, RADIUS_RANGE, SHAPE_CLASSES,
                                SPLITS, make_scene)
 
 SEG_CLASSES = ('background', ) + SHAPE_CLASSES

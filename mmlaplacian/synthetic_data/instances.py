@@ -9,12 +9,12 @@ a hole into it, so every visible part stays a recognisable shape that COCO
 polygons can describe.
 
 Only numpy, Pillow and OpenCV are used. The same arguments always give
-byte-identical files. :mod:`.synthetic_seg` writes the same scenes as a
+byte-identical files. :mod:`.label_maps` writes the same scenes as a
 semantic-segmentation dataset; ``tools/dataset_converters/make_synthetic_*.py``
 are their command lines.
 
 Example:
-    >>> from mmlaplacian.testing.synthetic_shapes import make_synthetic_coco
+    >>> from mmlaplacian.synthetic_data.instances import make_synthetic_coco
     >>> paths = make_synthetic_coco('data/synthetic_coco', num_train=8,
     ...                             num_val=4, image_size=128, seed=0)
 """

@@ -1,0 +1,357 @@
+"""A backbone compiled by inductor against eager PyTorch on the CPU: the
+forward (with and without freezing) and a training step.
+
+    python -m benchmarks.compiled_speed --sizes 800x1344 1600x2688 --threads 2
+
+Each (mode, size) case runs in a fresh Python subprocess
+(:mod:`benchmarks.harness`). In it every variant gets its own copy of the
+backbone (random weights, seed 0):
+
+- ``eager``: the model as it is.
+- ``inductor``: ``torch.compile(model)``.
+- ``inductor+freezing`` (forward only): compiled with
+  ``torch._inductor.config.freezing = True``, which turns the weights into
+  constants, folds BatchNorm into the convolutions and pre-packs the linear
+  weights.
+
+The first call of a compiled variant compiles it; its wall time is the
+``first call`` column. Then every variant runs ``--warmup`` untimed passes,
+and ``--repeat`` rounds run each variant once in turn, so that other load on
+a shared machine hits all of them alike. A round in which a variant did not
+keep its threads busy (:func:`~benchmarks.harness.threads_were_busy`) is
+marked disturbed, and the rounds are run again (``--retries``).
+
+Modes:
+
+- ``fwd``: eval mode under ``torch.no_grad()``; ``max |Δ|`` is the largest
+  difference of any output from eager's on the same image. Eager runs the
+  attention's chunked CPU form at detection sizes; compiled code runs its
+  full form, whose graph does not depend on the size.
+- ``train``: train mode, one SGD step (zero the gradients, forward, backward
+  of the summed means of the output maps, ``optimizer.step()``); the model
+  is compiled, the loss and the optimizer step run eager.
+
+Output in ``--out-dir``: ``results.json`` and ``compiled_speed.md``.
+
+Examples:
+    python -m benchmarks.compiled_speed --modes fwd --sizes 800x1344
+    python -m benchmarks.compiled_speed --sizes 800x1344 --threads 2 \\
+        --repeat 5 --allocator no-mmap --wait-idle 300
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import os.path as osp
+import statistics
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+
+from benchmarks.backbone import ALLOCATOR_ENV, parse_size, size_name
+from benchmarks.harness import (run_in_subprocess, threads_were_busy,
+                                time_passes, wait_for_idle, worker_main)
+from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
+from benchmarks.tables import markdown_table
+
+MODES = ('fwd', 'train')
+VARIANTS = {
+    'fwd': ('eager', 'inductor', 'inductor+freezing'),
+    'train': ('eager', 'inductor'),
+}
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description='Inductor-compiled backbone against eager on the CPU')
+    parser.add_argument(
+        '--model', default='lf_tiny',
+        help=f'a shortcut ({", ".join(MODEL_ZOO)}) or a config file')
+    parser.add_argument('--sizes', nargs='+', type=parse_size,
+                        default=[(800, 1344), (1600, 2688)],
+                        help='input sizes HxW, batch 1')
+    parser.add_argument('--modes', default='fwd,train',
+                        help='comma-separated subset of fwd,train')
+    parser.add_argument(
+        '--train-max-pixels', type=float, default=800 * 1344,
+        help='run train only for sizes with at most this many pixels')
+    parser.add_argument('--threads', type=int, default=2)
+    parser.add_argument('--repeat', type=int, default=3,
+                        help='interleaved timed rounds (median)')
+    parser.add_argument('--warmup', type=int, default=1,
+                        help='untimed passes of each variant first')
+    parser.add_argument('--retries', type=int, default=1,
+                        help='times to rerun the rounds when one was '
+                        'disturbed')
+    parser.add_argument('--allocator', default='default',
+                        choices=list(ALLOCATOR_ENV),
+                        help='malloc settings of the case processes (see '
+                        'benchmarks.backbone)')
+    parser.add_argument('--timeout', type=float, default=3600.,
+                        help='seconds per case, compilation included')
+    parser.add_argument('--wait-idle', type=float, default=0.,
+                        help='before each case, wait up to this many '
+                        'seconds for the other processes to go idle')
+    parser.add_argument('--idle-cores', type=float, default=0.3,
+                        help='busy cores that count as idle')
+    parser.add_argument(
+        '--profile', action='store_true',
+        help='after timing, print the top operators of one pass of each '
+        'variant (torch.profiler, by input shape; inductor\'s generated '
+        'kernels by name) and the share of the time they take')
+    parser.add_argument('--out-dir', default='work_dirs/compiled_speed')
+    parser.add_argument('--worker', help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.modes = [m for m in args.modes.split(',') if m]
+    bad = set(args.modes) - set(MODES)
+    if bad:
+        parser.error(f'unknown modes {sorted(bad)}; choose from {MODES}')
+    if args.repeat < 1 or args.warmup < 0 or args.retries < 0:
+        parser.error('--repeat must be >= 1, --warmup and --retries >= 0')
+    return args
+
+
+# ----------------------------------------------------------------- worker
+def compiled_variant(model, variant: str):
+    """``model`` as ``variant`` runs it.
+
+    Args:
+        model (nn.Module): The variant's own copy of the model.
+        variant (str): ``'eager'``, ``'inductor'`` or
+            ``'inductor+freezing'``.
+
+    Returns:
+        tuple: The callable, and the inductor config (a dict for
+        ``torch._inductor.config.patch``) its first call, the compilation,
+        must run under.
+    """
+    if variant == 'eager':
+        return model, {}
+    if variant == 'inductor':
+        return torch.compile(model), {}
+    # The options make this backend unequal to the plain one, so dynamo
+    # compiles this copy anew instead of reusing that variant's code for
+    # another instance of the class; the config patch is what pre-packs the
+    # linear weights (the options alone freeze without packing).
+    return (torch.compile(model, options={'freezing': True}),
+            {'freezing': True})
+
+
+def forward_pass(run: Callable, image) -> Callable[[], object]:
+    """A callable running ``run(image)`` under ``torch.no_grad()``."""
+
+    def one_pass():
+        with torch.no_grad():
+            return run(image)
+
+    return one_pass
+
+
+def _train_step(run: Callable, model, image) -> Callable[[], None]:
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+    def one_step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = sum(out.float().mean() for out in run(image))
+        loss.backward()
+        optimizer.step()
+
+    return one_step
+
+
+def _max_difference(outs, reference) -> float:
+    return max((a - b).abs().max().item() for a, b in zip(outs, reference))
+
+
+def time_rounds(passes: Dict[str, Callable], repeat: int,
+                threads: int) -> Dict[str, dict]:
+    """``repeat`` rounds of one pass of every variant in turn.
+
+    Returns:
+        dict: Per variant: ``times`` (wall seconds per round), ``seconds``
+        and ``cpu_seconds`` (medians) and ``disturbed`` (whether the median
+        pass kept fewer than 80% of its threads busy).
+    """
+    wall = {name: [] for name in passes}
+    cpu = {name: [] for name in passes}
+    for _ in range(repeat):
+        for name, one_pass in passes.items():
+            times = time_passes([one_pass], 1)
+            wall[name] += times.wall[0]
+            cpu[name] += times.cpu
+    results = {}
+    for name in passes:
+        seconds = statistics.median(wall[name])
+        cpu_seconds = statistics.median(cpu[name])
+        results[name] = dict(
+            times=wall[name], seconds=seconds, cpu_seconds=cpu_seconds,
+            disturbed=not threads_were_busy(cpu_seconds, seconds, threads))
+    return results
+
+
+def print_profile(name: str, one_pass: Callable) -> None:
+    """Profile one pass: its top operators, and the share of inductor's
+    generated kernels (the rest is eager kernels the compiled code calls:
+    GEMMs, convolutions, attention, our operators)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU],
+                 record_shapes=True) as prof:
+        one_pass()
+    events = prof.key_averages(group_by_input_shape=True)
+    print(f'== {name}')
+    print(events.table(sort_by='self_cpu_time_total', row_limit=20,
+                       max_name_column_width=50, max_shapes_column_width=60))
+    total = sum(event.self_cpu_time_total for event in events)
+    generated = sum(event.self_cpu_time_total for event in events
+                    if '_cpp_fused_' in event.key)
+    print(f'{name}: generated kernels {generated / total:.1%} of the '
+          'self CPU time', flush=True)
+
+
+def run_case(spec: dict) -> dict:
+    """Build, compile and time every variant of one (mode, size) case."""
+    torch.set_num_threads(spec['threads'])
+    # Inductor's generated kernels then appear in the profiler by name.
+    torch._inductor.config.cpp.enable_kernel_profile = spec['profile']
+    torch.manual_seed(0)
+    base = build_backbone(spec['model'])
+    train = spec['mode'] == 'train'
+    base.train(train)
+    image = torch.randn(1, 3, *spec['size'])
+    reference = None
+    if not train:
+        with torch.no_grad():
+            reference = base(image)
+
+    passes, first_call, differences = {}, {}, {}
+    for variant in VARIANTS[spec['mode']]:
+        model = copy.deepcopy(base)
+        run, patches = compiled_variant(model, variant)
+        one_pass = (_train_step(run, model, image)
+                    if train else forward_pass(run, image))
+        start = time.perf_counter()
+        with torch._inductor.config.patch(patches):
+            outs = one_pass()
+        first_call[variant] = time.perf_counter() - start
+        if reference is not None:
+            differences[variant] = _max_difference(outs, reference)
+        passes[variant] = one_pass
+
+    for one_pass in passes.values():
+        time_passes([one_pass], spec['warmup'])
+    load_before = os.getloadavg()[0]
+    for attempt in range(spec['retries'] + 1):
+        timed = time_rounds(passes, spec['repeat'], spec['threads'])
+        if not any(result['disturbed'] for result in timed.values()):
+            break
+    for variant, result in timed.items():
+        result.update(first_call_seconds=first_call[variant],
+                      max_abs_diff=differences.get(variant))
+    if spec['profile']:
+        for variant, one_pass in passes.items():
+            print_profile(f'{spec["mode"]} {variant}', one_pass)
+    return dict(spec, variants=timed, attempts=attempt + 1,
+                load_before=load_before, load_after=os.getloadavg()[0])
+
+
+# ----------------------------------------------------------------- parent
+def cases(args: argparse.Namespace) -> List[dict]:
+    """Case specs, forward cases first, smallest size first."""
+    specs = []
+    for mode in args.modes:
+        for size in sorted(args.sizes, key=lambda s: s[0] * s[1]):
+            if mode == 'train' and size[0] * size[1] > args.train_max_pixels:
+                continue
+            specs.append(dict(model=args.model, mode=mode, size=list(size),
+                              threads=args.threads, repeat=args.repeat,
+                              warmup=args.warmup, retries=args.retries,
+                              allocator=args.allocator,
+                              profile=args.profile))
+    return specs
+
+
+def case_env(spec: dict) -> Dict[str, Optional[str]]:
+    """Environment of a case subprocess: the thread count and malloc
+    settings of ``spec`` (``threads``, ``allocator``)."""
+    return dict(OMP_NUM_THREADS=str(spec['threads']),
+                MKL_NUM_THREADS=str(spec['threads']),
+                **ALLOCATOR_ENV[spec['allocator']])
+
+
+def launch(spec: dict, timeout: float) -> dict:
+    """Run one case in a subprocess; never raises for a failing case."""
+    return run_in_subprocess('benchmarks.compiled_speed', spec, timeout,
+                             case_env(spec), echo=spec['profile'])
+
+
+def table_rows(results: List[dict]) -> List[List[str]]:
+    """One row per (case, variant); failed cases get one row."""
+    rows = []
+    for result in results:
+        case = [result['mode'], size_name(result['size'])]
+        if result['status'] != 'ok':
+            rows.append(case + [result['status'],
+                                result.get('message', '')[:60]] + [''] * 6)
+            continue
+        eager = result['variants']['eager']
+        load = f'{result["load_before"]:.1f}→{result["load_after"]:.1f}'
+        for name, variant in result['variants'].items():
+            mark = '!' if variant['disturbed'] else ''
+            diff = variant['max_abs_diff']
+            rows.append(case + [
+                name, f'{variant["seconds"]:.3f}{mark}',
+                f'{eager["seconds"] / variant["seconds"]:.2f}×',
+                f'{variant["cpu_seconds"]:.3f}',
+                f'{eager["cpu_seconds"] / variant["cpu_seconds"]:.2f}×',
+                f'{variant["first_call_seconds"]:.1f}',
+                '—' if diff is None else f'{diff:.1e}', load
+            ])
+    return rows
+
+
+def format_table(results: List[dict]) -> str:
+    header = ['mode', 'size', 'variant', 'median s', 'speed-up', 'CPU s',
+              'CPU speed-up', 'first call s', 'max |Δ| vs eager', 'load avg']
+    first = results[0]
+    title = (f'{LABELS.get(first["model"], first["model"])}, '
+             f'{first["threads"]} thread(s), allocator {first["allocator"]}'
+             f': median of {first["repeat"]} interleaved rounds')
+    note = ('speed-up: eager time / variant time. CPU s: median process CPU '
+            'time of a round (all threads); with one thread it depends least '
+            'on other load. first call: the first pass, '
+            'compilation included. ! = disturbed (the pass kept under 80% of '
+            'its threads busy: other load). load avg: 1-minute load average '
+            'before → after the timed rounds.')
+    return (f'**{title}**\n\n' +
+            markdown_table(header, table_rows(results), 'lllrrrrrrl') +
+            f'\n\n{note}\n')
+
+
+def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
+    args = parse_args(argv)
+    if args.worker:
+        worker_main(run_case, args.worker)
+        return []
+    os.makedirs(args.out_dir, exist_ok=True)
+    results = []
+    for spec in cases(args):
+        if args.wait_idle > 0:
+            wait_for_idle(args.wait_idle, args.idle_cores)
+        result = launch(spec, args.timeout)
+        results.append(result)
+        print(f'{spec["mode"]} {size_name(spec["size"])}: '
+              f'{result["status"]} {result.get("message", "")}', flush=True)
+        with open(osp.join(args.out_dir, 'results.json'), 'w') as f:
+            json.dump(results, f, indent=1)
+    table = format_table(results)
+    print(table)
+    with open(osp.join(args.out_dir, 'compiled_speed.md'), 'w') as f:
+        f.write(table)
+    return results
+
+
+if __name__ == '__main__':
+    main()

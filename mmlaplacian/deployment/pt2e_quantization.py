@@ -1,0 +1,244 @@
+"""Static int8 of an exported program with PyTorch's PT2E flow, for XNNPACK.
+
+``ExportedProgram`` (our operators already in their export forms) →
+``.module()`` → torchao's ``prepare_pt2e`` with ExecuTorch's
+``XNNPACKQuantizer`` (symmetric, per-channel weights, static activations)
+→ the calibration inputs run through the observers → ``convert_pt2e``
+(quantize / dequantize pairs around each quantized operator) →
+``torch.export.export`` again, ready for ``to_edge_transform_and_lower``
+with the XNNPACK partitioner, which fuses each pair with its operator into
+an int8 kernel.
+
+The quantizer takes convolutions, linear layers, ``add``, ``mul``, ``cat``
+and adaptive average pooling. Matrix products (``bmm``, ``matmul``,
+``baddbmm``: the Newton–Schulz steps, ``Kq · weights``), softmax
+attention's SDPA, LayerNorm and the Laplacian kernel's ``|x - y|``, sums and
+``exp`` have no annotator and stay in float32 whatever is asked.
+
+Of what it takes, :data:`PARTS` names the pieces of a LaplacianFormer that
+``float_parts`` can leave in float32:
+
+- ``'laplace-kernel'``: the ``cat`` joining the row blocks of
+  ``sum_c |x_c - y_c|`` before ``exp(-d)``;
+- ``'newton-schulz'``: the products of its symmetry test and of the
+  norms that scale the iteration's start;
+- ``'attention-arithmetic'``: the rest of the Laplacian attention's own
+  arithmetic (landmark pooling, the 1/λ scaling, the ``εI`` shift, the
+  whitening folded into the read-out, the local-context ``add``);
+- ``'softmax-attention'``: the last stage's softmax attention (its
+  projections).
+
+By default nothing is left out: quantized alone, no part moved an output
+measurably, and leaving them in float did not make the program measurably
+faster or closer to float32 (docs/deployment.md gives the figures).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import torch
+from executorch.backends.xnnpack.quantizer import xnnpack_quantizer as xq
+from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+    XNNPACKQuantizer, get_symmetric_quantization_config)
+from torch.fx import Node
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+from torchao.quantization.pt2e.quantizer import (ComposableQuantizer,
+                                                 QuantizationAnnotation,
+                                                 Quantizer)
+
+from mmlaplacian.models.layers import LaplacianAttention, SoftmaxAttention
+
+Predicate = Callable[[Node], bool]
+ANNOTATION_KEY = 'quantization_annotation'
+# The operators the XNNPACK quantizer has annotators for.
+QUANTIZABLE = frozenset().union(xq.CONV_TARGETS, xq.LINEAR_TARGETS,
+                                xq.ADD_TARGETS, xq.MUL_TARGETS,
+                                xq.CAT_TARGETS,
+                                xq.ADAPTIVE_AVG_POOL2D_TARGETS)
+
+
+def _type_name(cls: type) -> str:
+    return f'{cls.__module__}.{cls.__qualname__}'
+
+
+def _from_operator(name: str) -> Predicate:
+    """Nodes that an export form of ``mmlaplacian::<name>`` produced."""
+
+    def test(node: Node) -> bool:
+        source = node.meta.get('original_aten')
+        return source is not None and source.name() == f'mmlaplacian::{name}'
+
+    return test
+
+
+def _module_types(node: Node) -> List[str]:
+    """Type names of the modules a node was traced in, outermost first."""
+    stack = node.meta.get('nn_module_stack') or {}
+    return [t if isinstance(t, str) else _type_name(t)
+            for _, t in stack.values()]
+
+
+def _inside(cls: type) -> Predicate:
+    """Nodes traced anywhere inside a module of type ``cls``."""
+    name = _type_name(cls)
+    return lambda node: name in _module_types(node)
+
+
+_LAPLACE_KERNEL = _from_operator('laplace_kernel')
+_NEWTON_SCHULZ = _from_operator('newton_schulz_inverse')
+
+
+def _attention_arithmetic(node: Node) -> bool:
+    """Nodes of a LaplacianAttention itself (not of its projections or of
+    our operators' export forms)."""
+    types = _module_types(node)
+    return (bool(types) and types[-1] == _type_name(LaplacianAttention)
+            and not _LAPLACE_KERNEL(node) and not _NEWTON_SCHULZ(node))
+
+
+# Parts of a LaplacianFormer the quantizer can be told to leave in float.
+PARTS: Dict[str, Predicate] = {
+    'laplace-kernel': _LAPLACE_KERNEL,
+    'newton-schulz': _NEWTON_SCHULZ,
+    'attention-arithmetic': _attention_arithmetic,
+    'softmax-attention': _inside(SoftmaxAttention),
+}
+
+
+class FloatPartsMarker(Quantizer):
+    """Marks the nodes of the parts left in float as annotated with nothing
+    to quantize.
+
+    Placed before the XNNPACK quantizer in a ``ComposableQuantizer``: every
+    XNNPACK annotator skips a node already annotated, whereas not every one
+    consults the quantizer's filter function (``cat``'s does not).
+
+    Args:
+        tests (Sequence[Callable[[Node], bool]]): A node is left in float
+            when one of them holds.
+    """
+
+    def __init__(self, tests: Sequence[Predicate]) -> None:
+        super().__init__()
+        self.tests = list(tests)
+
+    def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        for node in model.graph.nodes:
+            if node.op == 'call_function' and any(
+                    test(node) for test in self.tests):
+                node.meta[ANNOTATION_KEY] = QuantizationAnnotation(
+                    _annotated=True)
+        return model
+
+    def validate(self, model: torch.fx.GraphModule) -> None:
+        """Nothing to check: the marker adds no quantization."""
+
+
+def check_float_parts(float_parts: Sequence[str]) -> None:
+    """Check that each name is a part of :data:`PARTS`.
+
+    Raises:
+        ValueError: A name that is not a key of :data:`PARTS`.
+    """
+    unknown = sorted(set(float_parts) - set(PARTS))
+    if unknown:
+        raise ValueError(f'unknown float parts {unknown}; the parts are '
+                         f'{sorted(PARTS)}')
+
+
+def xnnpack_quantizer(float_parts: Sequence[str] = ()) -> Quantizer:
+    """ExecuTorch's XNNPACK quantizer, static int8 with per-channel
+    weights, leaving ``float_parts`` (keys of :data:`PARTS`) in float.
+
+    Raises:
+        ValueError: An unknown part name.
+    """
+    check_float_parts(float_parts)
+    xnnpack = XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=True))
+    return ComposableQuantizer(
+        [FloatPartsMarker([PARTS[name] for name in float_parts]), xnnpack])
+
+
+def quantization_counts(graph: torch.fx.Graph) -> Tuple[Counter, Counter]:
+    """``(quantized, float_ops)`` by operator name over a prepared or
+    converted graph: the operators of the kinds the XNNPACK quantizer takes,
+    split by whether it gave them int8 inputs."""
+    quantized, float_ops = Counter(), Counter()
+    for node in graph.nodes:
+        if node.op != 'call_function' or node.target not in QUANTIZABLE:
+            continue
+        annotation = node.meta.get(ANNOTATION_KEY)
+        name = node.target.overloadpacket.__name__
+        if annotation is not None and annotation.input_qspec_map:
+            quantized[name] += 1
+        else:
+            float_ops[name] += 1
+    return quantized, float_ops
+
+
+def prepare_and_calibrate(program: torch.export.ExportedProgram,
+                          calibration: Sequence[Tuple],
+                          float_parts: Sequence[str] = ()
+                          ) -> torch.fx.GraphModule:
+    """The program with int8 quantize / dequantize pairs, its scales fixed
+    by ``calibration``: runs in eager PyTorch with int8's rounding.
+
+    Args:
+        program (ExportedProgram): Float32, our operators already in their
+            export forms.
+        calibration (Sequence[tuple]): Argument tuples, e.g. from
+            :func:`mmlaplacian.deployment.calibration.calibration_inputs`.
+        float_parts (Sequence[str]): Parts left in float (:data:`PARTS`).
+
+    Returns:
+        GraphModule: The converted module (``convert_pt2e``'s output).
+
+    Raises:
+        ValueError: No calibration inputs, or an unknown part name.
+    """
+    if not calibration:
+        raise ValueError('static int8 needs calibration inputs (a list of '
+                         'argument tuples); got none')
+    prepared = prepare_pt2e(program.module(), xnnpack_quantizer(float_parts))
+    with torch.no_grad():
+        for args in calibration:
+            prepared(*args)
+    return convert_pt2e(prepared)
+
+
+def quantize_program(program: torch.export.ExportedProgram,
+                     example_args: Tuple,
+                     calibration: Sequence[Tuple],
+                     float_parts: Sequence[str] = ()
+                     ) -> Tuple[torch.export.ExportedProgram,
+                                Tuple[Counter, Counter]]:
+    """Static int8 of ``program`` for the XNNPACK partitioner.
+
+    Args:
+        program (ExportedProgram): Float32, our operators already in their
+            export forms.
+        example_args (tuple): The arguments the program was exported with.
+        calibration (Sequence[tuple]): Argument tuples run to fix the
+            activation scales.
+        float_parts (Sequence[str]): Parts left in float (:data:`PARTS`).
+
+    Returns:
+        tuple: The quantized program, and ``(quantized, float_ops)``
+        operator counts (:func:`quantization_counts`).
+
+    Raises:
+        ValueError: No calibration inputs, or an unknown part name.
+    """
+    converted = prepare_and_calibrate(program, calibration, float_parts)
+    counts = quantization_counts(converted.graph)
+    with torch.no_grad():
+        quantized = torch.export.export(converted, tuple(example_args))
+    return quantized, counts
+
+
+__all__ = [
+    'FloatPartsMarker', 'PARTS', 'check_float_parts', 'prepare_and_calibrate',
+    'quantization_counts', 'quantize_program', 'xnnpack_quantizer'
+]

@@ -1,0 +1,63 @@
+"""benchmarks.compiled_speed: eager and inductor variants, side by side."""
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import compiled_speed as tool
+
+# The narrow LaplacianFormer of the test configs (one block per stage):
+# every layer of LaplacianFormer-T, compiled in a fraction of its time.
+NARROW = str(Path(__file__).parents[1] / 'detection' / 'configs' /
+             'retinanet_synthetic.py')
+
+
+def run_narrow(tmp_path, mode):
+    results = tool.main([
+        '--model', NARROW, '--modes', mode, '--sizes', '64x96',
+        '--threads', '1', '--repeat', '2', '--warmup', '0', '--retries', '0',
+        '--out-dir', str(tmp_path)
+    ])
+    assert [r['status'] for r in results] == ['ok'], results
+    variants = results[0]['variants']
+    assert list(variants) == list(tool.VARIANTS[mode])
+    for variant in variants.values():
+        assert len(variant['times']) == 2 and variant['seconds'] > 0
+    saved = json.loads((tmp_path / 'results.json').read_text())
+    assert saved == results
+    return variants
+
+
+# Inductor compiles each variant for minutes on two shared cores (its C++
+# kernels are built afresh when its cache is cold).
+@pytest.mark.timeout(1200)
+def test_forward_variants_are_compiled_timed_and_tabled(tmp_path, capsys):
+    variants = run_narrow(tmp_path, 'fwd')
+    for name in ('inductor', 'inductor+freezing'):
+        # The compiled forward computes eager's outputs.
+        assert variants[name]['max_abs_diff'] < 1e-4, name
+    out = capsys.readouterr().out
+    assert '| fwd | 64×96 | inductor+freezing |' in out
+    assert (tmp_path / 'compiled_speed.md').read_text() in out
+
+
+# The backward as well: twice the compilation.
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_training_step_is_compiled_and_timed(tmp_path, capsys):
+    variants = run_narrow(tmp_path, 'train')
+    assert variants['inductor']['max_abs_diff'] is None
+    assert '| train | 64×96 | inductor |' in capsys.readouterr().out
+
+
+def test_train_runs_only_up_to_the_pixel_limit():
+    args = tool.parse_args(['--sizes', '64x64', '800x1344', '1600x2688'])
+    assert [(s['mode'], s['size']) for s in tool.cases(args)] == [
+        ('fwd', [64, 64]), ('fwd', [800, 1344]), ('fwd', [1600, 2688]),
+        ('train', [64, 64]), ('train', [800, 1344])]
+
+
+def test_unknown_mode_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        tool.parse_args(['--modes', 'fwd,infer'])
+    assert "unknown modes ['infer']" in capsys.readouterr().err

@@ -1,0 +1,51 @@
+"""benchmarks.mac_rate: MACs per second against the GEMM rates."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks import mac_rate as tool
+
+NARROW = str(Path(__file__).parents[1] / 'detection' / 'configs' /
+             'retinanet_synthetic.py')
+
+
+def test_int8_gemm_is_the_exact_integer_product():
+    passes = tool.gemm_passes(64)
+    product = passes['int8 GEMM']()
+    assert product.dtype == torch.int32
+    # The same seeded matrices, multiplied exactly in int32.
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        torch.randn(64, 64, generator=generator)
+    a8, b8 = (torch.randint(-128, 128, (64, 64), dtype=torch.int8,
+                            generator=generator) for _ in range(2))
+    assert torch.equal(product, a8.int() @ b8.int())
+
+
+def test_rates_are_measured_and_tabled(tmp_path, capsys):
+    results = tool.main([
+        '--models', NARROW, '--size', '64x96', '--variants', 'eager',
+        '--gemm-size', '128', '--threads', '1', '--repeat', '2', '--out-dir',
+        str(tmp_path)
+    ])
+    assert [r['status'] for r in results] == ['ok'], results
+    result = results[0]
+    assert result['macs'] > 0
+    rates = result['rates']
+    assert set(rates) == {'fp32 GEMM', 'int8 GEMM', 'eager'}
+    assert rates['fp32 GEMM']['macs_per_second'] == pytest.approx(
+        128**3 / rates['fp32 GEMM']['seconds'])
+    assert rates['eager']['macs_per_second'] == pytest.approx(
+        result['macs'] / rates['eager']['seconds'])
+    out = capsys.readouterr().out
+    assert '| eager: s, GMAC/s (share) |' in out
+    assert json.loads((tmp_path / 'results.json').read_text()) == results
+    assert (tmp_path / 'mac_rate.md').read_text() in out
+
+
+def test_unknown_variant_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        tool.parse_args(['--variants', 'eager,onnx'])
+    assert "unknown variants ['onnx']" in capsys.readouterr().err
