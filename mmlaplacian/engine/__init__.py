@@ -3,10 +3,8 @@ that stop a run with a clear message, and hooks that write each file once
 and whole.
 
 What of mmengine's beyond its public API these modules rely on, all in this
-list. Checked against upstream mmengine 0.10.7, where the tests named run;
-the maintained fork's onedl-mmengine 0.10.12 is untested here (its source
-of ``CheckpointHook``, ``LoggerHook``, ``RuntimeInfoHook`` and
-``MessageHub`` is the same as 0.10.7's).
+list, each with the tests that exercise it. Tested against both stacks:
+upstream mmengine 0.10.7 and the maintained fork's onedl-mmengine 0.10.12.
 
 - ``CheckpointHook._save_checkpoint_with_step(runner, step, meta)``, a
   private method, is overridden by :class:`AtomicCheckpointHook`, which
