@@ -17,9 +17,10 @@ backbone (random weights, seed 0):
 The first call of a compiled variant compiles it; its wall time is the
 ``first call`` column. Then every variant runs ``--warmup`` untimed passes,
 and ``--repeat`` rounds run each variant once in turn, so that other load on
-a shared machine hits all of them alike. A round in which a variant did not
-keep its threads busy (:func:`~benchmarks.harness.threads_were_busy`) is
-marked disturbed, and the rounds are run again (``--retries``).
+a shared machine hits all of them alike; ``--wait-idle`` first waits for the
+other processes to go idle. When a variant did not keep its threads busy
+(:func:`~benchmarks.harness.threads_were_busy`) its figures are marked
+disturbed, and the rounds are run again (``--retries``).
 
 Modes:
 
@@ -93,15 +94,16 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--timeout', type=float, default=3600.,
                         help='seconds per case, compilation included')
     parser.add_argument('--wait-idle', type=float, default=0.,
-                        help='before each case, wait up to this many '
-                        'seconds for the other processes to go idle')
+                        help='before the timed rounds of each case, wait up '
+                        'to this many seconds for the other processes to go '
+                        'idle')
     parser.add_argument('--idle-cores', type=float, default=0.3,
                         help='busy cores that count as idle')
     parser.add_argument(
         '--profile', action='store_true',
-        help='after timing, print the top operators of one pass of each '
-        'variant (torch.profiler, by input shape; inductor\'s generated '
-        'kernels by name) and the share of the time they take')
+        help='after timing, profile one pass of each variant: print its '
+        'top operators (by input shape; inductor\'s generated kernels by '
+        'name) and table its time by kind of kernel')
     parser.add_argument('--out-dir', default='work_dirs/compiled_speed')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -192,10 +194,35 @@ def time_rounds(passes: Dict[str, Callable], repeat: int,
     return results
 
 
-def print_profile(name: str, one_pass: Callable) -> None:
-    """Profile one pass: its top operators, and the share of inductor's
-    generated kernels (the rest is eager kernels the compiled code calls:
-    GEMMs, convolutions, attention, our operators)."""
+# Where a profiled pass spends its time: the first group whose pattern
+# occurs in an operator's name takes its self time.
+TIME_GROUPS = (
+    ('generated kernels', ('_cpp_fused_', )),
+    ('GEMMs', ('addmm', 'aten::mm', 'bmm', 'linear')),
+    ('convolutions', ('convolution', )),
+    ('softmax attention', ('scaled_dot_product', )),
+    ('our operators', ('mmlaplacian::', )),
+    ('copies', ('aten::copy_', )),
+)
+
+
+def time_shares(events) -> Dict[str, float]:
+    """Shares of the self CPU time of profiler ``events`` by
+    :data:`TIME_GROUPS` (and ``other``)."""
+    shares = dict.fromkeys([name for name, _ in TIME_GROUPS] + ['other'], 0.)
+    for event in events:
+        group = next((name for name, patterns in TIME_GROUPS
+                      if any(p in event.key for p in patterns)), 'other')
+        shares[group] += event.self_cpu_time_total
+    total = sum(shares.values()) or 1.
+    return {name: value / total for name, value in shares.items()}
+
+
+def print_profile(name: str, one_pass: Callable) -> Dict[str, float]:
+    """Profile one pass: print its top operators by input shape, and return
+    :func:`time_shares` of its time. The operators outside inductor's
+    generated kernels are eager kernels that compiled code calls as they
+    are (GEMMs, convolutions, attention, our operators)."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU],
                  record_shapes=True) as prof:
@@ -204,11 +231,11 @@ def print_profile(name: str, one_pass: Callable) -> None:
     print(f'== {name}')
     print(events.table(sort_by='self_cpu_time_total', row_limit=20,
                        max_name_column_width=50, max_shapes_column_width=60))
-    total = sum(event.self_cpu_time_total for event in events)
-    generated = sum(event.self_cpu_time_total for event in events
-                    if '_cpp_fused_' in event.key)
-    print(f'{name}: generated kernels {generated / total:.1%} of the '
-          'self CPU time', flush=True)
+    shares = time_shares(events)
+    print(f'{name}: ' + ', '.join(f'{group} {share:.1%}'
+                                  for group, share in shares.items()),
+          flush=True)
+    return shares
 
 
 def run_case(spec: dict) -> dict:
@@ -242,17 +269,21 @@ def run_case(spec: dict) -> dict:
 
     for one_pass in passes.values():
         time_passes([one_pass], spec['warmup'])
-    load_before = os.getloadavg()[0]
     for attempt in range(spec['retries'] + 1):
+        # After the compilations, which take minutes: wait for the other
+        # processes right before the rounds.
+        if spec['wait_idle'] > 0:
+            wait_for_idle(spec['wait_idle'], spec['idle_cores'])
+        load_before = os.getloadavg()[0]
         timed = time_rounds(passes, spec['repeat'], spec['threads'])
         if not any(result['disturbed'] for result in timed.values()):
             break
     for variant, result in timed.items():
         result.update(first_call_seconds=first_call[variant],
                       max_abs_diff=differences.get(variant))
-    if spec['profile']:
-        for variant, one_pass in passes.items():
-            print_profile(f'{spec["mode"]} {variant}', one_pass)
+        if spec['profile']:
+            result['time_shares'] = print_profile(
+                f'{spec["mode"]} {variant}', passes[variant])
     return dict(spec, variants=timed, attempts=attempt + 1,
                 load_before=load_before, load_after=os.getloadavg()[0])
 
@@ -269,6 +300,8 @@ def cases(args: argparse.Namespace) -> List[dict]:
                               threads=args.threads, repeat=args.repeat,
                               warmup=args.warmup, retries=args.retries,
                               allocator=args.allocator,
+                              wait_idle=args.wait_idle,
+                              idle_cores=args.idle_cores,
                               profile=args.profile))
     return specs
 
@@ -325,9 +358,23 @@ def format_table(results: List[dict]) -> str:
             'compilation included. ! = disturbed (the pass kept under 80% of '
             'its threads busy: other load). load avg: 1-minute load average '
             'before → after the timed rounds.')
-    return (f'**{title}**\n\n' +
+    text = (f'**{title}**\n\n' +
             markdown_table(header, table_rows(results), 'lllrrrrrrl') +
             f'\n\n{note}\n')
+    profiled = [(result, name, variant) for result in results
+                if result['status'] == 'ok'
+                for name, variant in result['variants'].items()
+                if 'time_shares' in variant]
+    if profiled:
+        groups = list(profiled[0][2]['time_shares'])
+        rows = [[result['mode'], size_name(result['size']), name] +
+                [f'{variant["time_shares"][g]:.1%}' for g in groups]
+                for result, name, variant in profiled]
+        text += ('\n**Self CPU time of one profiled pass, by kind of '
+                 'kernel**\n\n' +
+                 markdown_table(['mode', 'size', 'variant'] + groups, rows,
+                                'lll' + 'r' * len(groups)) + '\n')
+    return text
 
 
 def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
@@ -338,8 +385,6 @@ def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
     os.makedirs(args.out_dir, exist_ok=True)
     results = []
     for spec in cases(args):
-        if args.wait_idle > 0:
-            wait_for_idle(args.wait_idle, args.idle_cores)
         result = launch(spec, args.timeout)
         results.append(result)
         print(f'{spec["mode"]} {size_name(spec["size"])}: '

@@ -12,11 +12,11 @@ NARROW = str(Path(__file__).parents[1] / 'detection' / 'configs' /
              'retinanet_synthetic.py')
 
 
-def run_narrow(tmp_path, mode):
+def run_narrow(tmp_path, mode, *options):
     results = tool.main([
         '--model', NARROW, '--modes', mode, '--sizes', '64x96',
         '--threads', '1', '--repeat', '2', '--warmup', '0', '--retries', '0',
-        '--out-dir', str(tmp_path)
+        '--out-dir', str(tmp_path), *options
     ])
     assert [r['status'] for r in results] == ['ok'], results
     variants = results[0]['variants']
@@ -32,12 +32,19 @@ def run_narrow(tmp_path, mode):
 # kernels are built afresh when its cache is cold).
 @pytest.mark.timeout(1200)
 def test_forward_variants_are_compiled_timed_and_tabled(tmp_path, capsys):
-    variants = run_narrow(tmp_path, 'fwd')
+    variants = run_narrow(tmp_path, 'fwd', '--profile')
     for name in ('inductor', 'inductor+freezing'):
         # The compiled forward computes eager's outputs.
         assert variants[name]['max_abs_diff'] < 1e-4, name
+        # Inductor's own kernels are told apart from the eager ones.
+        assert variants[name]['time_shares']['generated kernels'] > 0, name
+    shares = variants['eager']['time_shares']
+    assert shares['generated kernels'] == 0
+    assert shares['GEMMs'] > 0 and shares['our operators'] > 0
+    assert sum(shares.values()) == pytest.approx(1)
     out = capsys.readouterr().out
     assert '| fwd | 64×96 | inductor+freezing |' in out
+    assert 'by kind of kernel' in out
     assert (tmp_path / 'compiled_speed.md').read_text() in out
 
 
