@@ -1,6 +1,7 @@
 """How close backbone forwards come to this machine's GEMM rate: achieved
-multiply-accumulates per second, eager and compiled, against ``torch.mm``
-(fp32) and ``torch._int_mm`` (int8) measured in the same process.
+multiply-accumulates per second, eager, compiled and in ExecuTorch, against
+``torch.mm`` (fp32) and ``torch._int_mm`` (int8) measured in the same
+process.
 
     python -m benchmarks.mac_rate --models lf_tiny swin_t --size 800x1344
 
@@ -11,14 +12,19 @@ multiply-accumulates are counted once by tracing the built model
 one product of two ``--gemm-size`` square matrices in fp32 (``torch.mm``)
 and in int8 (``torch._int_mm``, int32 accumulation), and one forward of each
 variant (eval mode, ``torch.no_grad()``, random weights; the variants of
-:mod:`benchmarks.compiled_speed`), all on ``--threads`` threads, after one
-warm-up call of each. A rate is MACs / median seconds; ``share`` is a
-forward's rate over the fp32 GEMM rate of the same run.
+:mod:`benchmarks.compiled_speed`, and ``executorch-fp32`` / ``-int8``: the
+backbone lowered to XNNPACK, int8 calibrated on 8 images of
+``--calibration-images``, the programs kept in ``--out-dir`` for the next
+run), all on
+``--threads`` threads, after one warm-up call of each. A rate is MACs /
+median seconds; ``share`` is a forward's rate over the fp32 GEMM rate of the
+same run (an int8 program's too: int8 GEMMs are the faster ceiling).
 
 Output in ``--out-dir``: ``results.json`` and ``mac_rate.md``.
 
 Examples:
     python -m benchmarks.mac_rate --models lf_tiny --variants eager
+    python -m benchmarks.mac_rate --variants eager,inductor,executorch-fp32,executorch-int8
     python -m benchmarks.mac_rate --size 1600x2688 --allocator no-mmap
 """
 from __future__ import annotations
@@ -35,11 +41,14 @@ import torch
 from benchmarks.backbone import ALLOCATOR_ENV, parse_size, size_name
 from benchmarks.compiled_speed import (VARIANTS, case_env, compiled_variant,
                                        forward_pass, time_rounds)
-from benchmarks.harness import run_in_subprocess, time_passes, worker_main
+from benchmarks.harness import (REPO_ROOT, run_in_subprocess, time_passes,
+                                worker_main)
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
+from benchmarks.runtime_speed import CALIBRATION_IMAGES
 from benchmarks.tables import markdown_table
 
 GEMMS = ('fp32 GEMM', 'int8 GEMM')
+EXECUTORCH_VARIANTS = ('executorch-fp32', 'executorch-int8')
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -52,8 +61,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--size', type=parse_size, default=(800, 1344),
                         help='input size HxW, batch 1')
     parser.add_argument('--variants', default='eager,inductor',
-                        help='comma-separated subset of '
-                        + ','.join(VARIANTS['fwd']))
+                        help='comma-separated subset of ' +
+                        ','.join(VARIANTS['fwd'] + EXECUTORCH_VARIANTS))
     parser.add_argument('--gemm-size', type=int, default=2048,
                         help='side of the square matrices of the GEMMs')
     parser.add_argument('--threads', type=int, default=2)
@@ -63,14 +72,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         choices=list(ALLOCATOR_ENV))
     parser.add_argument('--timeout', type=float, default=3600.,
                         help='seconds per model, compilation included')
+    parser.add_argument('--calibration-images', default=osp.join(
+        REPO_ROOT, CALIBRATION_IMAGES), help='int8 ExecuTorch programs '
+        'calibrate on 8 of these images')
     parser.add_argument('--out-dir', default='work_dirs/mac_rate')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.variants = [v for v in args.variants.split(',') if v]
-    bad = set(args.variants) - set(VARIANTS['fwd'])
+    known = VARIANTS['fwd'] + EXECUTORCH_VARIANTS
+    bad = set(args.variants) - set(known)
     if bad:
-        parser.error(f'unknown variants {sorted(bad)}; choose from '
-                     f'{VARIANTS["fwd"]}')
+        parser.error(f'unknown variants {sorted(bad)}; choose from {known}')
     if args.repeat < 1 or args.gemm_size < 1:
         parser.error('--repeat and --gemm-size must be >= 1')
     return args
@@ -87,6 +99,31 @@ def gemm_passes(side: int) -> Dict[str, Callable[[], object]]:
             'int8 GEMM': lambda: torch._int_mm(a8, b8)}
 
 
+def executorch_pass(base: torch.nn.Module, image: torch.Tensor,
+                    variant: str, spec: dict) -> Callable[[], object]:
+    """One forward of the backbone's ExecuTorch program, lowered to
+    ``spec['out_dir']`` unless it is there already."""
+    from executorch.runtime import Runtime
+
+    from mmlaplacian.deployment import BackboneForExport
+    from mmlaplacian.deployment.executorch_export import export_executorch
+    precision = variant.split('-')[1]
+    name = osp.splitext(osp.basename(spec['model']))[0]
+    path = osp.join(spec['out_dir'],
+                    '{}_{}x{}.{}.pte'.format(name, *spec['size'], precision))
+    if not osp.exists(path):
+        calibration = None
+        if precision == 'int8':
+            from mmlaplacian.deployment.calibration import calibration_inputs
+            calibration = calibration_inputs(spec['calibration_images'],
+                                             spec['size'], 8, normalize=True)
+        export_executorch(BackboneForExport(copy.deepcopy(base)), image, path,
+                          quantize='int8' if calibration else None,
+                          calibration=calibration)
+    method = Runtime.get().load_program(path).load_method('forward')
+    return lambda: method.execute([image])
+
+
 def run_case(spec: dict) -> dict:
     """Count one model's MACs, then time the GEMMs and its variants."""
     from mmlaplacian.utils.flops import count_model_flops
@@ -98,8 +135,12 @@ def run_case(spec: dict) -> dict:
     passes = gemm_passes(spec['gemm_size'])
     first_call = {}
     for variant in spec['variants']:
-        run, patches = compiled_variant(copy.deepcopy(base), variant)
-        passes[variant] = forward_pass(run, image)
+        patches = {}
+        if variant in EXECUTORCH_VARIANTS:
+            passes[variant] = executorch_pass(base, image, variant, spec)
+        else:
+            run, patches = compiled_variant(copy.deepcopy(base), variant)
+            passes[variant] = forward_pass(run, image)
         with torch._inductor.config.patch(patches):
             first_call[variant] = time_passes([passes[variant]], 1).wall[0][0]
     for name in GEMMS:
@@ -172,7 +213,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
         spec = dict(model=model, size=list(args.size),
                     variants=args.variants, gemm_size=args.gemm_size,
                     threads=args.threads, repeat=args.repeat,
-                    allocator=args.allocator)
+                    allocator=args.allocator, out_dir=args.out_dir,
+                    calibration_images=args.calibration_images)
         result = run_in_subprocess('benchmarks.mac_rate', spec, args.timeout,
                                    case_env(spec))
         results.append(result)

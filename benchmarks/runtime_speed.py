@@ -10,7 +10,13 @@ static QDQ), ExecuTorch fp32 and int8 (PT2E, XNNPACK). One fresh process
 then times every runtime interleaved pass by pass (so the machine's load
 falls on all alike), and each runtime's peak resident memory is measured in
 a fresh process of its own. Weights are random (seeded): speed does not
-depend on them; int8 calibrates on a few quick-start training images.
+depend on them; int8 calibrates on a few quick-start training images. A
+program that fails to export is reported with its error, and the other
+runtimes are timed without it.
+
+Each ExecuTorch program (a detector's dense program) is then profiled by
+ExecuTorch's own profiler (:mod:`benchmarks.executorch_profile`): the time
+XNNPACK runs, and what is left to the portable kernels and its share.
 
 What a runtime runs:
 * eager: the PyTorch module the exports are made from (detectors: the
@@ -29,10 +35,12 @@ import argparse
 import os
 import os.path as osp
 import sys
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from benchmarks.executorch_profile import (profile_row, profile_table,
+                                           xnnpack_row, xnnpack_table)
 from benchmarks.harness import (REPO_ROOT, peak_rss_mb, run_in_subprocess,
                                 time_passes, worker_main)
 from benchmarks.tables import markdown_table
@@ -48,6 +56,7 @@ MODELS: Dict[str, tuple] = {
     'mask_rcnn': ('configs/quickstart/mask_rcnn_lf_tiny_synthetic.py',
                   (192, 192)),
 }
+DETECTORS = ('retinanet', 'mask_rcnn')
 LABELS = {
     'backbone': 'LaplacianFormer-T backbone',
     'segmentor': 'Semantic FPN LF-T (quick start)',
@@ -61,18 +70,22 @@ def build_model(name: str) -> torch.nn.Module:
     """The module the exports are made from, random weights (seeded)."""
     from mmlaplacian.deployment import (BackboneForExport, SegmentorForExport,
                                         build_exportable_detector)
+    if name in DETECTORS:
+        return build_exportable_detector(build_openmmlab_model(name))
+    if name == 'segmentor':
+        return SegmentorForExport(build_openmmlab_model(name))
+    from mmlaplacian import LaplacianFormer
+    torch.manual_seed(0)
+    return BackboneForExport(LaplacianFormer('tiny', drop_path_rate=0.).eval())
+
+
+def build_openmmlab_model(name: str) -> torch.nn.Module:
+    """The mmdet detector or mmseg segmentor of ``name``'s config, random
+    weights (seeded: every call builds the same weights)."""
     from mmlaplacian.deployment.loading import load_model
     from mmlaplacian.engine import read_config
     torch.manual_seed(0)
-    config = MODELS[name][0]
-    if config is None:
-        from mmlaplacian import LaplacianFormer
-        return BackboneForExport(
-            LaplacianFormer('tiny', drop_path_rate=0.).eval())
-    cfg = read_config(osp.join(REPO_ROOT, config))
-    if name == 'segmentor':
-        return SegmentorForExport(load_model(cfg))
-    return build_exportable_detector(load_model(cfg))
+    return load_model(read_config(osp.join(REPO_ROOT, MODELS[name][0])))
 
 
 def example_input(name: str, shape: Sequence[int]) -> torch.Tensor:
@@ -81,56 +94,93 @@ def example_input(name: str, shape: Sequence[int]) -> torch.Tensor:
 
 
 def export_all(name: str, shape: Sequence[int], runtimes: Sequence[str],
-               work_dir: str, calibration_folder: str) -> Dict[str, object]:
-    """Every program of ``runtimes`` for (model, size), made when absent."""
-    from mmlaplacian.deployment import export_onnx
-    from mmlaplacian.deployment.calibration import calibration_inputs
-    from mmlaplacian.deployment.executorch_export import export_executorch
+               work_dir: str, calibration_folder: str
+               ) -> Tuple[Dict[str, object], Dict[str, str]]:
+    """Every program of ``runtimes`` for (model, size), made when absent.
+
+    Returns:
+        tuple: ``{runtime: path(s)}`` of the programs made, and
+        ``{runtime: error}`` of those that failed to export.
+    """
     os.makedirs(work_dir, exist_ok=True)
     stem = osp.join(work_dir, f'{name}_{shape[0]}x{shape[1]}')
     model, image = build_model(name), example_input(name, shape)
-    calibration = calibration_inputs(calibration_folder, shape, 8,
-                                     normalize=name == 'backbone')
+    calibration = _Calibration(calibration_folder, shape,
+                               normalize=name == 'backbone')
     paths: Dict[str, object] = {}
-    names = getattr(model, 'output_names', None)
+    failures: Dict[str, str] = {}
     for runtime in runtimes:
         if runtime == 'eager':
             continue
-        precision = runtime.split('-')[1]
-        quantize = 'int8' if precision == 'int8' else None
-        if runtime.startswith('onnxruntime'):
-            path = f'{stem}.{precision}.onnx'
-            fp32 = f'{stem}.fp32.onnx'
-            if not osp.exists(fp32):
-                print(f'   exporting {fp32}', flush=True)
-                export_onnx(model, image, fp32,
-                            output_names=list(names) if names else None)
-            if quantize and not osp.exists(path):
-                from mmlaplacian.deployment.onnx_quantization import \
-                    quantize_onnx
-                print(f'   quantizing {path}', flush=True)
-                quantize_onnx(fp32, path, calibration)
-            paths[runtime] = path
-            continue
-        path = f'{stem}.{precision}.pte'
-        if name in ('retinanet', 'mask_rcnn'):
-            from mmlaplacian.deployment.executorch_detectors import (
-                export_detector_executorch, program_paths)
-            files = program_paths(path, name == 'mask_rcnn')
-            if not all(osp.exists(f) for f in files.values()):
-                print(f'   lowering {path}', flush=True)
-                export_detector_executorch(
-                    model.detector, shape, path, quantize=quantize,
-                    calibration=calibration if quantize else None)
-            paths[runtime] = files
-        else:
-            if not osp.exists(path):
-                print(f'   lowering {path}', flush=True)
-                export_executorch(model, image, path, quantize=quantize,
-                                  calibration=calibration if quantize else
-                                  None)
-            paths[runtime] = path
-    return paths
+        try:
+            paths[runtime] = _export(name, model, image, runtime, stem,
+                                     shape, calibration)
+        except Exception as err:  # reported in the table, the rest go on
+            message = str(err).strip().splitlines()
+            failures[runtime] = (f'{type(err).__name__}: '
+                                 f'{message[-1] if message else ""}')
+            print(f'   {runtime} failed to export: {failures[runtime]}',
+                  flush=True)
+    return paths, failures
+
+
+class _Calibration:
+    """The calibration images, read on first use (only int8 needs them)."""
+
+    def __init__(self, folder: str, shape: Sequence[int],
+                 normalize: bool) -> None:
+        self.folder, self.shape, self.normalize = folder, shape, normalize
+        self._inputs: Optional[list] = None
+
+    def inputs(self) -> list:
+        if self._inputs is None:
+            from mmlaplacian.deployment.calibration import \
+                calibration_inputs
+            self._inputs = calibration_inputs(self.folder, self.shape, 8,
+                                              normalize=self.normalize)
+        return self._inputs
+
+
+def _export(name: str, model: torch.nn.Module, image: torch.Tensor,
+            runtime: str, stem: str, shape: Sequence[int],
+            calibration: _Calibration) -> object:
+    """The program(s) of one runtime, made when absent: a path, or a
+    detector's ``{'dense': path, 'roi_heads': path}``."""
+    from mmlaplacian.deployment import export_onnx
+    from mmlaplacian.deployment.executorch_export import export_executorch
+    precision = runtime.split('-')[1]
+    quantize = 'int8' if precision == 'int8' else None
+    if runtime.startswith('onnxruntime'):
+        path = f'{stem}.{precision}.onnx'
+        fp32 = f'{stem}.fp32.onnx'
+        if not osp.exists(fp32):
+            print(f'   exporting {fp32}', flush=True)
+            names = getattr(model, 'output_names', None)
+            export_onnx(model, image, fp32,
+                        output_names=list(names) if names else None)
+        if quantize and not osp.exists(path):
+            from mmlaplacian.deployment.onnx_quantization import \
+                quantize_onnx
+            print(f'   quantizing {path}', flush=True)
+            quantize_onnx(fp32, path, calibration.inputs())
+        return path
+    path = f'{stem}.{precision}.pte'
+    if name in DETECTORS:
+        from mmlaplacian.deployment.executorch_detectors import (
+            export_detector_executorch, program_paths)
+        files = program_paths(path, name == 'mask_rcnn')
+        if not all(osp.exists(f) for f in files.values()):
+            print(f'   lowering {path}', flush=True)
+            export_detector_executorch(
+                build_openmmlab_model(name), shape, path, quantize=quantize,
+                calibration=calibration.inputs() if quantize else None)
+        return files
+    if not osp.exists(path):
+        print(f'   lowering {path}', flush=True)
+        export_executorch(model, image, path, quantize=quantize,
+                          calibration=calibration.inputs() if quantize
+                          else None)
+    return path
 
 
 def _runner(runtime: str, spec: dict) -> Callable[[], object]:
@@ -150,7 +200,7 @@ def _runner(runtime: str, spec: dict) -> Callable[[], object]:
         from mmlaplacian.deployment import ort_run, ort_session
         session = ort_session(path, num_threads=spec['threads'])
         return lambda: ort_run(session, image)
-    if name in ('retinanet', 'mask_rcnn'):
+    if name in DETECTORS:
         from mmlaplacian.deployment.executorch_runner import \
             ExecuTorchDetector
         detector = ExecuTorchDetector(osp.join(REPO_ROOT, MODELS[name][0]),
@@ -164,18 +214,31 @@ def _runner(runtime: str, spec: dict) -> Callable[[], object]:
 def run_case(spec: dict) -> dict:
     """Worker: time every runtime interleaved, or one runtime's memory."""
     torch.set_num_threads(spec['threads'])
+    if spec['mode'] == 'profile':
+        from benchmarks.executorch_profile import profile_method
+        path = spec['paths'][spec['runtime']]
+        if isinstance(path, dict):  # a detector: its dense program
+            path = path['dense']
+        image = example_input(spec['model'], spec['shape'])
+        return dict(spec, profile=profile_method(path, [image],
+                                                 threads=spec['threads']))
     if spec['mode'] == 'memory':
         _runner(spec['runtime'], spec)()
         return dict(spec, peak_mb=peak_rss_mb())
-    runtimes = spec['runtimes']
-    runners = [_runner(runtime, spec) for runtime in runtimes]
-    for run in runners:  # warm-up: allocations, thread pools, caches
-        run()
-    times = time_passes([lambda _=None, r=r: r() for r in runners],
+    runners: Dict[str, Callable[[], object]] = {}
+    failures: Dict[str, str] = {}
+    for runtime in spec['runtimes']:
+        try:
+            runners[runtime] = _runner(runtime, spec)
+            runners[runtime]()  # warm-up: allocations, thread pools, caches
+        except RuntimeError as err:  # e.g. a program XNNPACK refuses
+            runners.pop(runtime, None)
+            failures[runtime] = str(err).strip().splitlines()[-1]
+    times = time_passes([lambda _=None, r=r: r() for r in runners.values()],
                         spec['passes'])
-    return dict(spec, median_ms={
+    return dict(spec, failures=failures, median_ms={
         runtime: 1e3 * times.median(index)
-        for index, runtime in enumerate(runtimes)
+        for index, runtime in enumerate(runners)
     })
 
 
@@ -206,8 +269,75 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--work-dir', default='work_dirs/runtime_speed')
     parser.add_argument('--no-memory', action='store_true',
                         help='skip the per-runtime peak-memory processes')
+    parser.add_argument('--out', help='markdown file of the tables '
+                        '(default: WORK_DIR/runtime_speed.md)')
+    parser.add_argument('--no-profile', action='store_true',
+                        help='skip the ExecuTorch profiler runs')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def measure(name: str, shape: Sequence[int], args: argparse.Namespace
+            ) -> Tuple[Optional[str], Optional[str]]:
+    """Export, time, measure and profile one (model, size); returns its
+    speed table and its profile table (None where nothing ran)."""
+    label = f'{LABELS[name]}, {shape[0]}x{shape[1]}'
+    print(f'-- {label}', flush=True)
+    paths, failures = export_all(name, shape, args.runtimes, args.work_dir,
+                                 args.calibration_images)
+    runtimes = [r for r in args.runtimes if r not in failures]
+    spec = dict(model=name, shape=list(shape), threads=args.threads,
+                passes=args.passes, runtimes=runtimes, paths=paths)
+    timed = run_in_subprocess('benchmarks.runtime_speed',
+                              dict(spec, mode='time'))
+    if timed.get('status') != 'ok':
+        print(f'   timing failed: {timed.get("message")}')
+        return None, None
+    rows: List[List[str]] = []
+    eager = timed['median_ms'].get('eager')
+    for runtime in args.runtimes:
+        if runtime in failures or runtime in timed['failures']:
+            failure = (f'fails to export ({failures[runtime]})'
+                       if runtime in failures else
+                       f'fails to run ({timed["failures"][runtime]})')
+            rows.append([runtime, failure, '', ''])
+            continue
+        memory = {} if args.no_memory else run_in_subprocess(
+            'benchmarks.runtime_speed',
+            dict(spec, mode='memory', runtime=runtime))
+        ms = timed['median_ms'][runtime]
+        rows.append([
+            runtime, f'{ms:.1f}', f'{ms / eager:.2f}' if eager else '',
+            f'{memory.get("peak_mb", float("nan")):.0f}'
+        ])
+    speed = (f'**{label}, {args.threads} threads, median of {args.passes} '
+             f'interleaved passes (load {os.getloadavg()[0]:.1f})**\n\n' +
+             markdown_table(['runtime', 'ms', 'vs eager',
+                             'peak RSS MB (own process)'], rows,
+                            align='lrrr'))
+    print(speed, flush=True)
+    profiles = []
+    for runtime in timed['median_ms']:
+        if not runtime.startswith('executorch') or args.no_profile:
+            continue
+        result = run_in_subprocess('benchmarks.runtime_speed',
+                                   dict(spec, mode='profile',
+                                        runtime=runtime))
+        if result.get('status') == 'ok':
+            profiles.append((runtime, result['profile']))
+        else:
+            print(f'   {runtime}: profile failed: {result.get("message")}')
+    if not profiles:
+        return speed, None
+    which = ' (the dense program)' if name in DETECTORS else ''
+    profile = (f'**{label}{which}: ExecuTorch profiler, {args.threads} '
+               'threads**\n\n' + profile_table(
+                   [profile_row(runtime, result)
+                    for runtime, result in profiles]) + '\n\n' +
+               xnnpack_table([xnnpack_row(runtime, result)
+                              for runtime, result in profiles]))
+    print(profile, flush=True)
+    return speed, profile
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -216,40 +346,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         worker_main(run_case, args.worker)
         return 0
     failed = False
+    tables: List[str] = []
     for name in args.models:
         for text in args.shapes:
             shape = MODELS[name][1] if text == 'quick' else tuple(
                 int(v) for v in text.split('x'))
-            print(f'-- {LABELS[name]}, {shape[0]}x{shape[1]}', flush=True)
-            spec = dict(model=name, shape=list(shape), threads=args.threads,
-                        passes=args.passes, runtimes=list(args.runtimes),
-                        paths=export_all(name, shape, args.runtimes,
-                                         args.work_dir,
-                                         args.calibration_images))
-            timed = run_in_subprocess('benchmarks.runtime_speed',
-                                      dict(spec, mode='time'))
-            if timed.get('status') != 'ok':
-                print(f'   timing failed: {timed.get("message")}')
-                failed = True
-                continue
-            rows: List[List[str]] = []
-            eager = timed['median_ms'].get('eager')
-            for runtime in args.runtimes:
-                memory = {} if args.no_memory else run_in_subprocess(
-                    'benchmarks.runtime_speed',
-                    dict(spec, mode='memory', runtime=runtime))
-                ms = timed['median_ms'][runtime]
-                rows.append([
-                    runtime, f'{ms:.1f}',
-                    f'{ms / eager:.2f}' if eager else '',
-                    f'{memory.get("peak_mb", float("nan")):.0f}'
-                ])
-            print(f'{LABELS[name]}, {shape[0]}x{shape[1]}, {args.threads} '
-                  f'threads, median of {args.passes} interleaved passes '
-                  f'(load {os.getloadavg()[0]:.1f})')
-            print(markdown_table(
-                ['runtime', 'ms', 'vs eager', 'peak RSS MB (own process)'],
-                rows, align='lrrr'))
+            speed, profile = measure(name, shape, args)
+            failed = failed or speed is None
+            tables += [t for t in (speed, profile) if t]
+    out = args.out or osp.join(args.work_dir, 'runtime_speed.md')
+    os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
+    with open(out, 'w') as f:
+        f.write('\n\n'.join(tables) + '\n')
+    print(f'tables written to {out}')
     return 1 if failed else 0
 
 

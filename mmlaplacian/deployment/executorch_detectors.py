@@ -160,7 +160,9 @@ def export_detector_executorch(
             this size run in them (padded at the bottom and right).
         out (str): Output path; the files are :func:`program_paths`.
         quantize (str, optional): None (float32) or ``'int8'`` (PT2E static
-            int8 with the XNNPACK quantizer).
+            int8 with the XNNPACK quantizer): both programs, the heads'
+            convolutions and linear layers included, each FPN level's use
+            of a shared head quantized on its own scale.
         calibration (list[tuple[Tensor]], optional): With int8: ``(image,)``
             tuples, ``(1, 3, H, W)`` pixels as the pipeline loads them
             (:func:`~mmlaplacian.deployment.calibration.

@@ -229,6 +229,8 @@ def export_executorch(module: Union[nn.Module, Methods],
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import \
             XnnpackPartitioner
         from executorch.exir import to_edge_transform_and_lower
+        from executorch.exir.passes.constant_prop_pass import \
+            constant_prop_pass
     except ImportError as err:
         raise ImportError('export_executorch needs executorch: pip install '
                           f'executorch ({err})') from err
@@ -249,7 +251,12 @@ def export_executorch(module: Union[nn.Module, Methods],
     for name, (method_module, args) in methods.items():
         with torch.no_grad():
             program = torch.export.export(method_module.eval(), args)
-        program = program.run_decompositions(export_decompositions(laplace))
+        # XNNPACK has no sum: the kernel adds its features with a product,
+        # whose column of ones must be a constant for XNNPACK to take it as
+        # a GEMM with a static weight. Folded before quantization: folding
+        # after it would turn the int8 weights back into float constants.
+        program = constant_prop_pass(program.run_decompositions(
+            export_decompositions(laplace, feature_sum='matmul')))
         counts[name] = (Counter(), Counter())
         if quantize:
             program, counts[name] = quantize_program(

@@ -1,7 +1,8 @@
 """Static int8 of an exported program with PyTorch's PT2E flow, for XNNPACK.
 
 ``ExportedProgram`` (our operators already in their export forms) →
-``.module()`` → torchao's ``prepare_pt2e`` with ExecuTorch's
+``.module()`` → a copy of each shared weight per use
+(:func:`unshare_weights`) → torchao's ``prepare_pt2e`` with ExecuTorch's
 ``XNNPACKQuantizer`` (symmetric, per-channel weights, static activations)
 → the calibration inputs run through the observers → ``convert_pt2e``
 (quantize / dequantize pairs around each quantized operator) →
@@ -35,6 +36,7 @@ faster or closer to float32 (docs/deployment.md gives the figures).
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import torch
@@ -56,6 +58,8 @@ QUANTIZABLE = frozenset().union(xq.CONV_TARGETS, xq.LINEAR_TARGETS,
                                 xq.ADD_TARGETS, xq.MUL_TARGETS,
                                 xq.CAT_TARGETS,
                                 xq.ADAPTIVE_AVG_POOL2D_TARGETS)
+# The operators whose weights the XNNPACK quantizer quantizes.
+WEIGHTED = frozenset().union(xq.CONV_TARGETS, xq.LINEAR_TARGETS)
 
 
 def _type_name(cls: type) -> str:
@@ -135,6 +139,47 @@ class FloatPartsMarker(Quantizer):
         """Nothing to check: the marker adds no quantization."""
 
 
+def unshare_weights(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Give every convolution and linear layer its own copy of the
+    parameters it shares with another (a detector head applied to each FPN
+    level).
+
+    The XNNPACK quantizer marks a weight annotated with its first user and
+    skips the later ones, which stay float32 while sharing their weight
+    and bias constants with the first one's int8 kernel: such a program
+    fails to lower (Mask R-CNN's RPN) or XNNPACK refuses it when it loads
+    (RetinaNet's head: ``Failed to create convolution node``). With a copy
+    each, every use is quantized on the scale of its own input.
+
+    Args:
+        module (GraphModule): ``ExportedProgram.module()``, edited in place.
+
+    Returns:
+        GraphModule: ``module``.
+    """
+    graph = module.graph
+    for node in list(graph.nodes):
+        if node.op != 'get_attr':
+            continue
+        users = [
+            user for user in node.users
+            if user.op == 'call_function' and user.target in WEIGHTED
+        ]
+        if len(users) < 2:
+            continue
+        tensor = attrgetter(node.target)(module)
+        for index, user in enumerate(users[1:], 1):
+            name = f"{node.target.replace('.', '_')}_use{index}"
+            module.register_buffer(name, tensor.detach().clone())
+            with graph.inserting_before(user):
+                copy = graph.get_attr(name)
+            copy.meta.update(node.meta)
+            user.replace_input_with(node, copy)
+    graph.lint()
+    module.recompile()
+    return module
+
+
 def check_float_parts(float_parts: Sequence[str]) -> None:
     """Check that each name is a part of :data:`PARTS`.
 
@@ -201,7 +246,8 @@ def prepare_and_calibrate(program: torch.export.ExportedProgram,
     if not calibration:
         raise ValueError('static int8 needs calibration inputs (a list of '
                          'argument tuples); got none')
-    prepared = prepare_pt2e(program.module(), xnnpack_quantizer(float_parts))
+    prepared = prepare_pt2e(unshare_weights(program.module()),
+                            xnnpack_quantizer(float_parts))
     with torch.no_grad():
         for args in calibration:
             prepared(*args)
@@ -240,5 +286,6 @@ def quantize_program(program: torch.export.ExportedProgram,
 
 __all__ = [
     'FloatPartsMarker', 'PARTS', 'check_float_parts', 'prepare_and_calibrate',
-    'quantization_counts', 'quantize_program', 'xnnpack_quantizer'
+    'quantization_counts', 'quantize_program', 'unshare_weights',
+    'xnnpack_quantizer'
 ]

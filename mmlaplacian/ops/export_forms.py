@@ -24,6 +24,14 @@ unrolled).
 ``'per-feature'`` where they are symbolic. Newton–Schulz has one form: its
 fixed number of batched matrix products.
 
+``feature_sum`` says how ``'row-blocks'`` adds the ``d`` features:
+``'reduce'`` with a sum, which onnxruntime vectorises; ``'matmul'`` as a
+product with a column of ones, for XNNPACK, which has no sum: a sum there
+falls back to ExecuTorch's portable kernel, a single-threaded loop that took
+a quarter of the Tiny backbone's time, while the product runs in XNNPACK's
+GEMM. The ones must reach the lowering as a constant (ExecuTorch's
+``constant_prop_pass``).
+
 The forms are deliberately not registered in torch's global table of
 decompositions (``torch._decomp.decomposition_table``): Inductor refuses to
 fall back to an operator that has one there when the ``CI`` environment
@@ -41,6 +49,7 @@ import torch
 from .reference import newton_schulz_forward_reference
 
 LAPLACE_FORMS = ('auto', 'row-blocks', 'per-feature')
+FEATURE_SUMS = ('reduce', 'matmul')
 # Elements of one block's (B, d, Nb, M) difference tensor: 1M fp32 = 4 MiB,
 # within a server L3 and small next to the (N, M) output at detection sizes.
 BLOCK_ELEMENTS = 2**20
@@ -55,10 +64,10 @@ def block_rows(x: torch.Tensor,
     return max(1, max_elements // max(1, per_row))
 
 
-def laplace_kernel_row_blocks(
-        x: torch.Tensor,
-        y: torch.Tensor,
-        max_elements: int = BLOCK_ELEMENTS) -> torch.Tensor:
+def laplace_kernel_row_blocks(x: torch.Tensor,
+                              y: torch.Tensor,
+                              max_elements: int = BLOCK_ELEMENTS,
+                              feature_sum: str = 'reduce') -> torch.Tensor:
     """``K[..., i, j] = exp(-sum_c |x[..., i, c] - y[..., j, c]|)`` over
     blocks of rows (tokens of ``x``).
 
@@ -67,17 +76,31 @@ def laplace_kernel_row_blocks(
         y (Tensor): ``(..., M, d)``, the same leading dims.
         max_elements (int): Budget of one block's ``(..., d, Nb, M)``
             difference tensor.
+        feature_sum (str): ``'reduce'`` or ``'matmul'`` (module docstring).
 
     Returns:
         Tensor: ``(..., N, M)``.
     """
     step = block_rows(x, y, max_elements)
-    # Features first, (..., d, Nb, M): the reduction then adds d contiguous
-    # (Nb, M) planes, which onnxruntime vectorises.
-    y_t = y.transpose(-1, -2).unsqueeze(-2)  # (..., d, 1, M)
-    x_t = x.transpose(-1, -2).unsqueeze(-1)  # (..., d, N, 1)
+    if feature_sum == 'matmul':
+        # Features last, (..., Nb, M, d), times a (d, 1) column of ones.
+        # Views rather than (un)squeezes: XNNPACK takes views as reshapes,
+        # (un)squeezes would run as portable copies between its subgraphs.
+        ones = torch.ones(x.shape[-1], 1, dtype=x.dtype, device=x.device)
+        y_rows = y.view(*y.shape[:-2], 1, *y.shape[-2:])  # (..., 1, M, d)
+        dists = []
+        for part in x.split(step, dim=-2):
+            rows = part.view(*part.shape[:-1], 1, part.shape[-1])
+            dist = (rows - y_rows).abs() @ ones  # (..., Nb, M, 1)
+            dists.append(dist.view(dist.shape[:-1]))
+    else:
+        # Features first, (..., d, Nb, M): the reduction then adds d
+        # contiguous (Nb, M) planes, which onnxruntime vectorises.
+        y_t = y.transpose(-1, -2).unsqueeze(-2)  # (..., d, 1, M)
+        x_t = x.transpose(-1, -2).unsqueeze(-1)  # (..., d, N, 1)
+        dists = [(part - y_t).abs().sum(-3)
+                 for part in x_t.split(step, dim=-2)]
     # One split for all blocks, one exp over the (..., N, M) result.
-    dists = [(part - y_t).abs().sum(-3) for part in x_t.split(step, dim=-2)]
     dist = dists[0] if len(dists) == 1 else torch.cat(dists, dim=-2)
     return torch.exp(-dist)
 
@@ -106,15 +129,20 @@ def _is_static(*tensors: torch.Tensor) -> bool:
 
 
 def laplace_kernel_form(form: str = 'auto',
-                        max_elements: int = BLOCK_ELEMENTS) -> Callable:
+                        max_elements: int = BLOCK_ELEMENTS,
+                        feature_sum: str = 'reduce') -> Callable:
     """The Laplacian kernel ``(x, y) -> K`` in graph form ``form``.
 
     Raises:
-        ValueError: ``form`` is not in :data:`LAPLACE_FORMS`.
+        ValueError: ``form`` is not in :data:`LAPLACE_FORMS`, or
+            ``feature_sum`` not in :data:`FEATURE_SUMS`.
     """
     if form not in LAPLACE_FORMS:
         raise ValueError(f'Laplacian kernel graph form must be one of '
                          f'{LAPLACE_FORMS}, got {form!r}')
+    if feature_sum not in FEATURE_SUMS:
+        raise ValueError(f'Laplacian kernel feature sum must be one of '
+                         f'{FEATURE_SUMS}, got {feature_sum!r}')
 
     def laplace_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         blocked = form == 'row-blocks' or (form == 'auto' and
@@ -126,18 +154,21 @@ def laplace_kernel_form(form: str = 'auto',
                 "the 'row-blocks' Laplacian kernel needs static sizes (its "
                 "block count is fixed in the graph); use 'per-feature' or "
                 "'auto' with dynamic shapes")
-        return laplace_kernel_row_blocks(x, y, max_elements)
+        return laplace_kernel_row_blocks(x, y, max_elements, feature_sum)
 
     return laplace_kernel
 
 
 def export_decompositions(laplace: str = 'auto',
-                          max_elements: int = BLOCK_ELEMENTS) -> Dict:
+                          max_elements: int = BLOCK_ELEMENTS,
+                          feature_sum: str = 'reduce') -> Dict:
     """Decomposition table that rewrites our operators into standard ones.
 
     Args:
         laplace (str): Graph form of the Laplacian kernel (module docstring).
         max_elements (int): Element budget of one block of ``'row-blocks'``.
+        feature_sum (str): How ``'row-blocks'`` adds the features:
+            ``'reduce'`` or ``'matmul'`` (module docstring).
 
     Returns:
         dict: ``{operator overload: function}`` for
@@ -150,7 +181,7 @@ def export_decompositions(laplace: str = 'auto',
     """
     return {
         torch.ops.mmlaplacian.laplace_kernel.default:
-        laplace_kernel_form(laplace, max_elements),
+        laplace_kernel_form(laplace, max_elements, feature_sum),
         torch.ops.mmlaplacian.newton_schulz_inverse.default:
         newton_schulz_forward_reference,
     }

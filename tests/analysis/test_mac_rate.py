@@ -45,6 +45,34 @@ def test_rates_are_measured_and_tabled(tmp_path, capsys):
     assert (tmp_path / 'mac_rate.md').read_text() in out
 
 
+def test_executorch_programs_are_lowered_once_and_rated(tmp_path):
+    """The ExecuTorch variants lower the backbone (int8 calibrated on the
+    given images), keep the programs, and rate them like the others."""
+    pytest.importorskip('executorch')
+    from mmlaplacian.synthetic_data.instances import make_synthetic_coco
+    images = tmp_path / 'coco'
+    make_synthetic_coco(str(images), num_train=8, num_val=1, image_size=96)
+    args = [
+        '--models', NARROW, '--size', '64x96', '--variants',
+        'eager,executorch-fp32,executorch-int8', '--gemm-size', '128',
+        '--threads', '1', '--repeat', '2', '--calibration-images',
+        str(images / 'train'), '--out-dir',
+        str(tmp_path)
+    ]
+    results = tool.main(args)
+    assert [r['status'] for r in results] == ['ok'], results
+    rates = results[0]['rates']
+    for variant in ('executorch-fp32', 'executorch-int8'):
+        assert rates[variant]['macs_per_second'] == pytest.approx(
+            results[0]['macs'] / rates[variant]['seconds'])
+        program = tmp_path / f'retinanet_synthetic_64x96.{variant[11:]}.pte'
+        assert program.is_file()
+    # A second run takes the programs as they are.
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob('*.pte')}
+    assert [r['status'] for r in tool.main(args)] == ['ok']
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.glob('*.pte')} == stamps
+
+
 def test_unknown_variant_is_refused(capsys):
     with pytest.raises(SystemExit):
         tool.parse_args(['--variants', 'eager,onnx'])

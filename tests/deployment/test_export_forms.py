@@ -15,16 +15,17 @@ from mmlaplacian.ops.reference import laplace_kernel_forward_reference
 # one-row blocks, 9 blocks of 4 and one of 1, a single block.
 @pytest.mark.parametrize('max_elements, rows', [(1, 1), (210 * 4, 4),
                                                 (210 * 37, 37)])
-def test_row_blocks_kernel_equals_reference(max_elements, rows):
+@pytest.mark.parametrize('feature_sum', ['reduce', 'matmul'])
+def test_row_blocks_kernel_equals_reference(max_elements, rows, feature_sum):
     """Odd N, a row count that is no multiple of the block, one-row blocks
-    and a single block, in float64."""
+    and a single block, in float64, with either sum over the features."""
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 37, 5, dtype=torch.float64, generator=generator)
     y = torch.randn(2, 3, 7, 5, dtype=torch.float64, generator=generator)
     expected = laplace_kernel_forward_reference(x.reshape(6, 37, 5),
                                                 y.reshape(6, 7, 5))
     assert block_rows(x, y, max_elements) == rows
-    got = laplace_kernel_row_blocks(x, y, max_elements)
+    got = laplace_kernel_row_blocks(x, y, max_elements, feature_sum)
     assert got.shape == (2, 3, 37, 7)
     torch.testing.assert_close(got.reshape(6, 37, 7),
                                expected,
@@ -103,6 +104,8 @@ def test_row_blocks_form_refuses_symbolic_sizes():
             export_decompositions(laplace='row-blocks'))
     with pytest.raises(ValueError, match='graph form'):
         export_decompositions(laplace='blocked')
+    with pytest.raises(ValueError, match='feature sum'):
+        export_decompositions(feature_sum='einsum')
 
 
 def test_row_blocks_attention_in_onnxruntime(tmp_path):
