@@ -62,8 +62,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 # The zoo and the harness live next to this script.
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
 from benchmarks.harness import (current_rss_mb, peak_rss_mb,
-                               run_in_subprocess, threads_were_busy,
-                               time_passes, wait_for_idle, worker_main)
+                               run_in_subprocess, save_results,
+                               threads_were_busy, time_passes, wait_for_idle,
+                               worker_main)
 from benchmarks.tables import markdown_table
 
 MODES = ('fwd', 'fwdbwd')
@@ -448,8 +449,7 @@ def run_cases(specs: List[dict], args: argparse.Namespace) -> List[dict]:
                   f'{result["status"]}: {result.get("message", "")}')
         print(f'[{index}/{len(specs)} {time.perf_counter() - start:.0f}s] '
               f'{name}: {detail}', flush=True)
-        with open(osp.join(args.out_dir, 'results.json'), 'w') as f:
-            json.dump(results, f, indent=1)
+        save_results(args.out_dir, results)
     return results
 
 

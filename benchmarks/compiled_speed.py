@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
-import os.path as osp
 import statistics
 import time
 from typing import Callable, Dict, List, Optional, Sequence
@@ -53,8 +51,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 
 from benchmarks.backbone import ALLOCATOR_ENV, parse_size, size_name
-from benchmarks.harness import (run_in_subprocess, threads_were_busy,
-                                time_passes, wait_for_idle, worker_main)
+from benchmarks.harness import (publish_table, run_in_subprocess,
+                                save_results, threads_were_busy, time_passes,
+                                wait_for_idle, worker_main)
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
 from benchmarks.tables import markdown_table
 
@@ -389,12 +388,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
         results.append(result)
         print(f'{spec["mode"]} {size_name(spec["size"])}: '
               f'{result["status"]} {result.get("message", "")}', flush=True)
-        with open(osp.join(args.out_dir, 'results.json'), 'w') as f:
-            json.dump(results, f, indent=1)
-    table = format_table(results)
-    print(table)
-    with open(osp.join(args.out_dir, 'compiled_speed.md'), 'w') as f:
-        f.write(table)
+        save_results(args.out_dir, results)
+    publish_table(args.out_dir, 'compiled_speed.md', format_table(results))
     return results
 
 

@@ -9,6 +9,9 @@
   resident memory (Linux).
 * :func:`busy_cores`, :func:`wait_for_idle`: wait for a shared machine;
   :func:`threads_were_busy`: whether a pass had its cores to itself.
+* :func:`save_results`, :func:`publish_table`: a run's ``results.json``
+  (rewritten after every case, so an interrupted run keeps what it
+  measured) and its markdown table.
 * :func:`time_passes`: the one timing loop. A pass is a chain of phases
   (forward then backward, load then infer); each phase is timed on its own,
   with the device synchronised before and after it.
@@ -27,6 +30,20 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 RESULT_PREFIX = 'RESULT '
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ---------------------------------------------------------------- outputs
+def save_results(out_dir: str, results: List[dict]) -> None:
+    """Write ``results`` to ``out_dir/results.json``."""
+    with open(os.path.join(out_dir, 'results.json'), 'w') as f:
+        json.dump(results, f, indent=1)
+
+
+def publish_table(out_dir: str, filename: str, table: str) -> None:
+    """Print a markdown table and write it to ``out_dir/filename``."""
+    print(table)
+    with open(os.path.join(out_dir, filename), 'w') as f:
+        f.write(table)
 
 
 # ------------------------------------------------------------- subprocess

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import os.path as osp
 from typing import Callable, Dict, List, Optional, Sequence
@@ -41,8 +40,8 @@ import torch
 from benchmarks.backbone import ALLOCATOR_ENV, parse_size, size_name
 from benchmarks.compiled_speed import (VARIANTS, case_env, compiled_variant,
                                        forward_pass, time_rounds)
-from benchmarks.harness import (REPO_ROOT, run_in_subprocess, time_passes,
-                                worker_main)
+from benchmarks.harness import (REPO_ROOT, publish_table, run_in_subprocess,
+                                save_results, time_passes, worker_main)
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
 from benchmarks.runtime_speed import CALIBRATION_IMAGES
 from benchmarks.tables import markdown_table
@@ -220,12 +219,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
         results.append(result)
         print(f'{model}: {result["status"]} {result.get("message", "")}',
               flush=True)
-        with open(osp.join(args.out_dir, 'results.json'), 'w') as f:
-            json.dump(results, f, indent=1)
-    table = format_table(results)
-    print(table)
-    with open(osp.join(args.out_dir, 'mac_rate.md'), 'w') as f:
-        f.write(table)
+        save_results(args.out_dir, results)
+    publish_table(args.out_dir, 'mac_rate.md', format_table(results))
     return results
 
 
