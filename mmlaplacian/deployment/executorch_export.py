@@ -1,7 +1,9 @@
 """Export to an ExecuTorch program (``.pte``) lowered to XNNPACK.
 
 The path is ``torch.export`` → our operators rewritten by their export
-forms (:func:`mmlaplacian.ops.export_decompositions`) → optionally int8
+forms (:func:`mmlaplacian.ops.export_decompositions`), and a few standard
+ones in forms XNNPACK runs (:mod:`mmlaplacian.deployment.xnnpack_forms`)
+→ optionally int8
 with PyTorch's PT2E flow (:mod:`mmlaplacian.deployment.pt2e_quantization`)
 → ExecuTorch's edge dialect, with XNNPACK's partitioner taking what it can
 run → ``.pte``. Operators XNNPACK does not take run on ExecuTorch's
@@ -23,6 +25,8 @@ import torch
 import torch.nn as nn
 
 from mmlaplacian.ops.export_forms import export_decompositions
+
+from .xnnpack_forms import xnnpack_decompositions
 
 DELEGATE_CALL = 'executorch_call_delegate'
 # Graph plumbing that is no computation: left out of the portable-op list.
@@ -255,8 +259,11 @@ def export_executorch(module: Union[nn.Module, Methods],
         # whose column of ones must be a constant for XNNPACK to take it as
         # a GEMM with a static weight. Folded before quantization: folding
         # after it would turn the int8 weights back into float constants.
-        program = constant_prop_pass(program.run_decompositions(
-            export_decompositions(laplace, feature_sum='matmul')))
+        # The XNNPACK forms' kernel tiles are folded the same way.
+        program = constant_prop_pass(program.run_decompositions({
+            **export_decompositions(laplace, feature_sum='matmul'),
+            **xnnpack_decompositions()
+        }))
         counts[name] = (Counter(), Counter())
         if quantize:
             program, counts[name] = quantize_program(

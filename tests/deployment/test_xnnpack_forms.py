@@ -1,0 +1,194 @@
+"""The XNNPACK forms of softmax attention, large depthwise convolutions and
+batched products: the same values as the stock operators, in double
+precision and through ``run_decompositions``; lowered to ExecuTorch, none
+of the operators they exist to avoid is left to the portable kernels."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mmlaplacian.deployment.xnnpack_forms import (DEPTHWISE_TAPS, conv2d,
+                                                  matmul, softmax_attention,
+                                                  xnnpack_decompositions)
+
+
+def _double(*shape, seed=0):
+    return torch.randn(*shape, dtype=torch.float64,
+                       generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize('kernel,padding,channels,size', [
+    (9, 4, 8, (13, 17)),  # stage 1 of LaplacianFormer-T: 9x9, 'same'
+    (7, 3, 5, (11, 6)),
+    (9, 0, 4, (12, 15)),  # no padding: the output shrinks
+    (6, 2, 3, (9, 9)),  # even kernel
+    (11, 5, 2, (5, 4)),  # kernel larger than the image
+])
+@pytest.mark.parametrize('bias', [True, False])
+def test_tiled_depthwise_convolution_equals_conv2d(kernel, padding, channels,
+                                                   size, bias):
+    image = _double(2, channels, *size)
+    weight = _double(channels, 1, kernel, kernel, seed=1)
+    shift = _double(channels, seed=2) if bias else None
+    expected = F.conv2d(image, weight, shift, padding=padding,
+                        groups=channels)
+    got = conv2d(image, weight, shift, [1], [padding], [1], channels)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+def test_tiled_depthwise_convolution_gradients():
+    image = _double(1, 2, 7, 8).requires_grad_()
+    weight = _double(2, 1, 7, 7, seed=1).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda x, w: conv2d(x, w, None, [1, 1], [3, 3], [1, 1], 2),
+        (image, weight))
+
+
+@pytest.mark.parametrize('stride,groups,kernel', [
+    (2, 4, 9),  # strided: the stock operator
+    (1, 1, 9),  # dense
+    (1, 4, 5),  # 25 taps: XNNPACK's own depthwise kernel
+])
+def test_other_convolutions_are_the_stock_operator(stride, groups, kernel):
+    image = _double(1, 4, 12, 12)
+    weight = _double(4, 4 // groups, kernel, kernel, seed=1)
+    expected = F.conv2d(image, weight, None, stride, kernel // 2, 1, groups)
+    got = conv2d(image, weight, None, [stride], [kernel // 2], [1], groups)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+def test_softmax_attention_equals_sdpa():
+    q, k, v = (_double(2, 3, 10, 8, seed=s) for s in range(3))
+    torch.testing.assert_close(softmax_attention(q, k, v),
+                               F.scaled_dot_product_attention(q, k, v),
+                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        softmax_attention(q, k, v, scale=0.3),
+        F.scaled_dot_product_attention(q, k, v, scale=0.3), rtol=0,
+        atol=1e-12)
+
+
+@pytest.mark.parametrize('variant', ['bool mask', 'float mask', 'causal'])
+def test_masked_attention_keeps_the_stock_form(variant):
+    """A mask can hide a whole row: that case keeps torch's own form."""
+    q, k, v = (_double(1, 2, 6, 4, seed=s) for s in range(3))
+    mask = torch.rand(6, 6, generator=torch.Generator().manual_seed(3)) > .4
+    mask[2] = False  # a row with nothing to attend to
+    kwargs = {
+        'bool mask': dict(attn_mask=mask),
+        'float mask': dict(attn_mask=torch.zeros(
+            6, 6, dtype=torch.float64).masked_fill(~mask, float('-inf'))),
+        'causal': dict(is_causal=True),
+    }[variant]
+    torch.testing.assert_close(
+        softmax_attention(q, k, v, **kwargs),
+        F.scaled_dot_product_attention(q, k, v, **kwargs), rtol=0,
+        atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize('left,right', [
+    ((2, 3, 5, 4), (2, 3, 4, 6)),  # equal batch: bmm, no expand
+    ((3, 5, 4), (4, 6)),  # 2-D right operand: one mm
+    ((2, 1, 5, 4), (2, 3, 4, 6)),  # broadcast batch
+    ((5, 4), (2, 4, 6)),
+    ((4, ), (2, 3, 4, 6)),
+    ((2, 5, 4), (4, )),
+    ((4, ), (4, )),
+])
+def test_matmul_equals_torch_matmul(left, right):
+    a, b = _double(*left), _double(*right, seed=1)
+    got, expected = matmul(a, b), torch.matmul(a, b)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+class _Parts(nn.Module):
+    """A 9x9 depthwise convolution, softmax attention and a batched
+    product: each form's case."""
+
+    def __init__(self):
+        super().__init__()
+        self.dwconv = nn.Conv2d(8, 8, 9, padding=4, groups=8)
+        self.mix = nn.Conv2d(8, 8, 1)
+
+    def forward(self, image):
+        x = self.mix(self.dwconv(image))  # (1, 8, H, W)
+        tokens = x.flatten(2).reshape(1, 2, 4, -1).transpose(-1, -2)
+        attended = F.scaled_dot_product_attention(tokens, tokens, tokens)
+        gram = attended.transpose(-1, -2) @ attended  # (1, 2, 4, 4)
+        return attended, gram
+
+
+def _decomposed(module, image):
+    with torch.no_grad():
+        program = torch.export.export(module.eval(), (image, ))
+    return program.run_decompositions(xnnpack_decompositions())
+
+
+def test_forms_replace_the_operators_in_an_exported_program():
+    torch.manual_seed(0)
+    module, image = _Parts(), torch.randn(1, 8, 10, 12)
+    program = _decomposed(module, image)
+    targets = [
+        node.target for node in program.graph.nodes
+        if node.op == 'call_function'
+    ]
+    aten = torch.ops.aten
+    for absent in (aten.scaled_dot_product_attention.default,
+                   aten.matmul.default, aten.conv2d.default):
+        assert absent not in targets
+    kernels = [
+        node.args[1].meta['val'].shape for node in program.graph.nodes
+        if node.target == aten.convolution.default
+    ]
+    # The 9x9 kernel as four 5x5 tiles, and the 1x1 mix.
+    assert sorted(k[-2] * k[-1] for k in kernels) == [1] + [25] * 4
+    assert max(k[-2] * k[-1] for k in kernels) <= DEPTHWISE_TAPS
+    with torch.no_grad():
+        for got, expected in zip(program.module()(image), module(image)):
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_lowered_forms_leave_nothing_they_avoid_to_the_portable_kernels(
+        tmp_path):
+    pytest.importorskip('executorch')
+    from mmlaplacian.deployment.executorch_export import (export_executorch,
+                                                          run_executorch)
+    torch.manual_seed(0)
+    module, image = _Parts().eval(), torch.randn(1, 8, 10, 12)
+    result = export_executorch(module, image, str(tmp_path / 'parts.pte'))
+    portable = set(result.portable_ops)
+    for avoided in ('where', 'eq', 'any', 'logical_not', 'full_like',
+                    'expand_copy', 'convolution'):
+        assert not any(op.startswith(avoided) for op in portable), portable
+    with torch.no_grad():
+        expected = module(image)
+    for got, ref in zip(run_executorch(result.path, [image]), expected):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_int8_program_quantizes_the_tiles(tmp_path):
+    """The tiles are convolutions the XNNPACK quantizer takes: in int8 the
+    9x9 depthwise convolution runs as four int8 5x5 ones, in a program that
+    XNNPACK loads and that follows eager float32."""
+    pytest.importorskip('executorch')
+    from mmlaplacian.deployment.executorch_export import (export_executorch,
+                                                          run_executorch)
+    torch.manual_seed(0)
+    module = _Parts().eval()
+    images = [(torch.randn(1, 8, 10, 12), ) for _ in range(2)]
+    result = export_executorch(module, images[0], str(tmp_path / 'q.pte'),
+                               quantize='int8', calibration=images)
+    assert result.quantized['conv2d'] == 5, result.quantized
+    assert 'conv2d' not in result.float_ops, result.float_ops
+    with torch.no_grad():
+        expected = module(*images[1])
+    for got, ref in zip(run_executorch(result.path, list(images[1])),
+                        expected):
+        assert torch.corrcoef(torch.stack([got.flatten(),
+                                           ref.flatten()]))[0, 1] >= 0.99
