@@ -19,7 +19,6 @@ arithmetic in operators XNNPACK runs well:
   160 ms there (the same in int8) against 24 ms in eager PyTorch. The form
   here tiles the kernel into 5×5 pieces and adds their convolutions,
   each cropped to its shift: 5×5 depthwise kernels, about 4 ms each.
-
 - **Batched matrix products.** ``matmul`` of two ``(..., n, k)`` and
   ``(..., k, m)`` tensors decomposes into ``expand`` (even to the shape the
   operand already has), ``view`` and ``bmm``; ExecuTorch runs each
