@@ -32,7 +32,8 @@ import torch
 import torch.nn as nn
 
 from .detectors import ExportableTwoStageDetector, build_exportable_detector
-from .executorch_export import ExecuTorchResult, export_executorch
+from .executorch_export import (XNNPACK_BLOCK_ELEMENTS, ExecuTorchResult,
+                                export_executorch)
 from .runtime import graph_input
 
 DENSE_METHOD = 'forward'
@@ -148,7 +149,8 @@ def export_detector_executorch(
         out: str,
         quantize: Optional[str] = None,
         calibration: Optional[Sequence[Tuple[torch.Tensor]]] = None,
-        laplace: str = 'auto') -> DetectorPrograms:
+        laplace: str = 'auto',
+        block_elements: int = XNNPACK_BLOCK_ELEMENTS) -> DetectorPrograms:
     """Write a detector's networks as XNNPACK-lowered ExecuTorch programs.
 
     Args:
@@ -169,6 +171,9 @@ def export_detector_executorch(
             calibration_inputs`). The RoI heads calibrate on the pooled
             features of the same images.
         laplace (str): Graph form of the Laplacian kernel.
+        block_elements (int): Element budget of one row block of the
+            Laplacian kernel (:data:`~mmlaplacian.deployment.
+            executorch_export.XNNPACK_BLOCK_ELEMENTS`).
 
     Returns:
         DetectorPrograms: The programs' files, times and lowering reports.
@@ -196,7 +201,8 @@ def export_detector_executorch(
                               paths['dense'],
                               laplace=laplace,
                               quantize=quantize,
-                              calibration=calibration)
+                              calibration=calibration,
+                              block_elements=block_elements)
     if not two_stage:
         return DetectorPrograms(dense)
     recorded = _roi_head_inputs(module, images)
@@ -209,7 +215,8 @@ def export_detector_executorch(
         paths['roi_heads'],
         laplace=laplace,
         quantize=quantize,
-        calibration=recorded if calibration is not None else None)
+        calibration=recorded if calibration is not None else None,
+        block_elements=block_elements)
     return DetectorPrograms(dense, roi_heads)
 
 

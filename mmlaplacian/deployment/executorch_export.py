@@ -26,12 +26,21 @@ import torch.nn as nn
 
 from mmlaplacian.ops.export_forms import export_decompositions
 
-from .xnnpack_forms import xnnpack_decompositions
+from .xnnpack_forms import apply_xnnpack_forms
 
 DELEGATE_CALL = 'executorch_call_delegate'
 # Graph plumbing that is no computation: left out of the portable-op list.
 _PLUMBING = ('getitem', 'executorch_call_delegate', 'alloc')
 QUANTIZE_MODES = (None, 'int8')
+# Element budget of one row block of the Laplacian kernel in XNNPACK: 2M
+# fp32 elements, 8 MiB. XNNPACK runs each block's subtract, abs and feature
+# sum as three operators, so fewer, larger blocks pay until a block
+# outgrows the last-level cache. On our 2-core EPYC (32 MiB L3) one stage-1
+# kernel of the Tiny backbone at 800×1344 took 112 ms in 1M-element blocks
+# (the ONNX form's budget), 88 ms in 2M, 83 ms in 4M and 112 ms in 8M
+# (``python -m benchmarks.executorch_blocks``); a device with a smaller
+# cache may want a smaller budget.
+XNNPACK_BLOCK_ELEMENTS = 2**21
 
 Methods = Mapping[str, Tuple[nn.Module, Tuple]]
 Calibration = Union[Sequence[Tuple], Mapping[str, Sequence[Tuple]]]
@@ -189,7 +198,9 @@ def export_executorch(module: Union[nn.Module, Methods],
                       laplace: str = 'auto',
                       quantize: Optional[str] = None,
                       calibration: Optional[Calibration] = None,
-                      float_parts: Sequence[str] = ()) -> ExecuTorchResult:
+                      float_parts: Sequence[str] = (),
+                      block_elements: int = XNNPACK_BLOCK_ELEMENTS
+                      ) -> ExecuTorchResult:
     """Export modules to an XNNPACK-lowered ExecuTorch program.
 
     Args:
@@ -214,6 +225,9 @@ def export_executorch(module: Union[nn.Module, Methods],
         float_parts (Sequence[str]): With int8: parts of a LaplacianFormer
             left in float32 (keys of :data:`~mmlaplacian.deployment.
             pt2e_quantization.PARTS`); none by default.
+        block_elements (int): Element budget of one row block of the
+            Laplacian kernel's ``'row-blocks'`` form
+            (:data:`XNNPACK_BLOCK_ELEMENTS`).
 
     Returns:
         ExecuTorchResult: The file, the time, and per method what did not
@@ -255,15 +269,17 @@ def export_executorch(module: Union[nn.Module, Methods],
     for name, (method_module, args) in methods.items():
         with torch.no_grad():
             program = torch.export.export(method_module.eval(), args)
+        program = apply_xnnpack_forms(
+            program.run_decompositions(
+                export_decompositions(laplace, block_elements,
+                                      feature_sum='matmul')))
         # XNNPACK has no sum: the kernel adds its features with a product,
         # whose column of ones must be a constant for XNNPACK to take it as
         # a GEMM with a static weight. Folded before quantization: folding
         # after it would turn the int8 weights back into float constants.
-        # The XNNPACK forms' kernel tiles are folded the same way.
-        program = constant_prop_pass(program.run_decompositions({
-            **export_decompositions(laplace, feature_sum='matmul'),
-            **xnnpack_decompositions()
-        }))
+        # The XNNPACK forms' constants (kernel tiles, rows of 1/N) are
+        # folded the same way.
+        program = constant_prop_pass(program)
         counts[name] = (Counter(), Counter())
         if quantize:
             program, counts[name] = quantize_program(

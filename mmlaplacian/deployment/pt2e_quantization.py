@@ -1,9 +1,8 @@
 """Static int8 of an exported program with PyTorch's PT2E flow, for XNNPACK.
 
 ``ExportedProgram`` (our operators already in their export forms) →
-``.module()`` → convolutions as ``conv2d`` calls, which the quantizer
-matches (:func:`convolutions_as_conv2d`) → a copy of each shared weight per
-use (:func:`unshare_weights`) → torchao's ``prepare_pt2e`` with ExecuTorch's
+``.module()`` → a copy of each shared weight per use
+(:func:`unshare_weights`) → torchao's ``prepare_pt2e`` with ExecuTorch's
 ``XNNPACKQuantizer`` (symmetric, per-channel weights, static activations)
 → the calibration inputs run through the observers → ``convert_pt2e``
 (quantize / dequantize pairs around each quantized operator) →
@@ -181,34 +180,6 @@ def unshare_weights(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return module
 
 
-def convolutions_as_conv2d(module: torch.fx.GraphModule
-                           ) -> torch.fx.GraphModule:
-    """Write each 2-D ``aten.convolution`` as ``aten.conv2d``.
-
-    The XNNPACK quantizer's convolution annotator matches ``conv1d`` and
-    ``conv2d`` calls only, while the XNNPACK forms
-    (:mod:`mmlaplacian.deployment.xnnpack_forms`) write ``convolution``:
-    without this, every convolution of the program would stay float32.
-
-    Args:
-        module (GraphModule): ``ExportedProgram.module()``, edited in place.
-
-    Returns:
-        GraphModule: ``module``.
-    """
-    for node in module.graph.nodes:
-        if node.target != torch.ops.aten.convolution.default:
-            continue
-        (image, weight, bias, stride, padding, dilation, transposed,
-         output_padding, groups) = node.args
-        if transposed or len(stride) != 2 or any(output_padding):
-            continue
-        node.target = torch.ops.aten.conv2d.default
-        node.args = (image, weight, bias, stride, padding, dilation, groups)
-    module.recompile()
-    return module
-
-
 def check_float_parts(float_parts: Sequence[str]) -> None:
     """Check that each name is a part of :data:`PARTS`.
 
@@ -275,7 +246,7 @@ def prepare_and_calibrate(program: torch.export.ExportedProgram,
     if not calibration:
         raise ValueError('static int8 needs calibration inputs (a list of '
                          'argument tuples); got none')
-    module = unshare_weights(convolutions_as_conv2d(program.module()))
+    module = unshare_weights(program.module())
     prepared = prepare_pt2e(module, xnnpack_quantizer(float_parts))
     with torch.no_grad():
         for args in calibration:
@@ -314,8 +285,7 @@ def quantize_program(program: torch.export.ExportedProgram,
 
 
 __all__ = [
-    'FloatPartsMarker', 'PARTS', 'check_float_parts',
-    'convolutions_as_conv2d', 'prepare_and_calibrate',
+    'FloatPartsMarker', 'PARTS', 'check_float_parts', 'prepare_and_calibrate',
     'quantization_counts', 'quantize_program', 'unshare_weights',
     'xnnpack_quantizer'
 ]

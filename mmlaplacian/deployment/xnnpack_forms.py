@@ -2,8 +2,9 @@
 
 ``torch.export`` writes some operators in a form that XNNPACK either runs
 in a slow kernel or leaves to ExecuTorch's portable kernels, single-threaded
-loops. :func:`xnnpack_decompositions` gives ``run_decompositions`` the same
-arithmetic in operators XNNPACK runs well:
+loops. :func:`apply_xnnpack_forms` rewrites those nodes of an exported
+program into the same arithmetic in operators XNNPACK runs well, and leaves
+every other node as it is:
 
 - **Softmax attention.** The stock decomposition of
   ``scaled_dot_product_attention`` guards rows whose every score is
@@ -18,24 +19,39 @@ arithmetic in operators XNNPACK runs well:
   channel. A 9×9 depthwise convolution over 64 channels at 200×336 took
   160 ms there (the same in int8) against 24 ms in eager PyTorch. The form
   here tiles the kernel into 5×5 pieces and adds their convolutions,
-  each cropped to its shift: 5×5 depthwise kernels, about 4 ms each.
+  each cropped to its shift: 5×5 depthwise kernels, about 4 ms each. The
+  tiles are ``conv2d`` calls, which the int8 quantizer takes like any
+  other convolution.
 - **Batched matrix products.** ``matmul`` of two ``(..., n, k)`` and
   ``(..., k, m)`` tensors decomposes into ``expand`` (even to the shape the
   operand already has), ``view`` and ``bmm``; ExecuTorch runs each
   ``expand`` as a portable copy (44 of them in the Tiny backbone, 25 ms at
   800×1344). With equal batch dimensions the form here is a reshape to
   three dimensions, ``bmm`` and a reshape back.
+- **Means and variances over the tokens.** XNNPACK's mean takes only the
+  two innermost dimensions of a 4-D tensor, so the attention's means and
+  variances of ``(B, h, N, m)`` over the N tokens ran on the portable
+  kernels (76 ms of the Tiny backbone at 800×1344). The form here is a
+  product with a constant row of ``1/N`` (``bmm``), and the variance the
+  mean of the squared deviations, in two passes as torch computes it. Both
+  stay float32 in int8 programs, like the rest of the attention's
+  statistics.
 
-All are exact rewrites (the same sums, in another order) and leave every
-other case to the stock operator.
+Each form is a function of the node's arguments that returns ``None`` for
+the cases it leaves to the stock operator. All are exact rewrites: the same
+sums in another order.
 """
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
+import torch.fx as fx
 import torch.nn.functional as F
+from torch._guards import detect_fake_mode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils import _pytree as pytree
 
 aten = torch.ops.aten
 # Taps of XNNPACK's largest depthwise kernel (5×5).
@@ -51,14 +67,11 @@ def softmax_attention(query: torch.Tensor,
                       is_causal: bool = False,
                       *,
                       scale: Optional[float] = None,
-                      enable_gqa: bool = False) -> torch.Tensor:
+                      enable_gqa: bool = False) -> Optional[torch.Tensor]:
     """``softmax(q kᵀ · scale) v`` as two products and a softmax, where
-    nothing can mask a whole row; the stock form otherwise."""
+    nothing can mask a whole row; None (the stock operator) otherwise."""
     if attn_mask is not None or dropout_p or is_causal or enable_gqa:
-        # The operator's own composite form (its stock decomposition).
-        return aten.scaled_dot_product_attention.default.decompose(
-            query, key, value, attn_mask, dropout_p, is_causal,
-            scale=scale, enable_gqa=enable_gqa)
+        return None
     if scale is None:
         scale = 1. / math.sqrt(query.shape[-1])
     scores = (query * scale) @ key.transpose(-1, -2)
@@ -91,10 +104,9 @@ def _tiled_depthwise(image: torch.Tensor, weight: torch.Tensor,
     out = None
     for a in range(0, tiles_h * TILE, TILE):
         for b in range(0, tiles_w * TILE, TILE):
-            part = aten.convolution.default(
-                image, kernel[..., a:a + TILE, b:b + TILE],
-                bias if out is None else None, [1, 1], pad, [1, 1], False,
-                [0, 0], channels)
+            part = F.conv2d(image, kernel[..., a:a + TILE, b:b + TILE],
+                            bias if out is None else None, 1, pad, 1,
+                            channels)
             top, left = a + extra_h, b + extra_w
             part = part[..., top:top + out_h, left:left + out_w]
             out = part if out is None else out + part
@@ -107,9 +119,9 @@ def conv2d(image: torch.Tensor,
            stride: Sequence[int] = (1, 1),
            padding: Sequence[int] = (0, 0),
            dilation: Sequence[int] = (1, 1),
-           groups: int = 1) -> torch.Tensor:
-    """``conv2d``, with a stride-1 depthwise convolution of more than 25
-    taps tiled into 5×5 depthwise convolutions."""
+           groups: int = 1) -> Optional[torch.Tensor]:
+    """A stride-1 depthwise convolution of more than 25 taps as 5×5
+    depthwise convolutions; None (the stock operator) for any other."""
     stride, padding, dilation = map(_pair, (stride, padding, dilation))
     channels, per_group, kernel_h, kernel_w = weight.shape
     depthwise = (per_group == 1 and groups == channels
@@ -117,9 +129,7 @@ def conv2d(image: torch.Tensor,
     if (depthwise and kernel_h * kernel_w > DEPTHWISE_TAPS
             and stride == (1, 1) and dilation == (1, 1)):
         return _tiled_depthwise(image, weight, bias, padding)
-    return aten.convolution.default(image, weight, bias, list(stride),
-                                    list(padding), list(dilation), False,
-                                    [0, 0], groups)
+    return None
 
 
 def matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
@@ -144,16 +154,173 @@ def matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     return out.view(*batch, *out.shape[-2:])
 
 
-def xnnpack_decompositions() -> Dict:
-    """Decomposition table of the forms above, for
-    ``ExportedProgram.run_decompositions`` before lowering to XNNPACK.
+def _over_tokens(x: torch.Tensor, dim: Optional[Sequence[int]]) -> bool:
+    """Whether a reduction over ``dim`` is one over the second-to-last
+    dimension (the tokens of ``(..., N, m)``) of a float tensor."""
+    return (x.is_floating_point() and x.ndim >= 2 and dim is not None
+            and len(dim) == 1 and dim[0] % x.ndim == x.ndim - 2)
+
+
+def _token_mean(x: torch.Tensor, keepdim: bool) -> torch.Tensor:
+    """``x.mean(-2)`` as one ``bmm`` by a constant row of ``1/N``."""
+    tokens, width = x.shape[-2:]
+    flat = x.reshape(-1, tokens, width)
+    row = torch.full((flat.shape[0], 1, tokens), 1. / tokens,
+                     dtype=x.dtype, device=x.device)
+    out = torch.bmm(row, flat)
+    # Views rather than a squeeze: XNNPACK takes views as reshapes.
+    return out.view(*x.shape[:-2], *((1, width) if keepdim else (width, )))
+
+
+def token_mean(x: torch.Tensor,
+               dim: Optional[Sequence[int]],
+               keepdim: bool = False,
+               *,
+               dtype: Optional[torch.dtype] = None
+               ) -> Optional[torch.Tensor]:
+    """``aten.mean.dim`` over the tokens (dimension -2) as a product; None
+    (the stock operator) for any other reduction."""
+    if dtype is not None or not _over_tokens(x, dim):
+        return None
+    return _token_mean(x, keepdim)
+
+
+def token_variance(x: torch.Tensor,
+                   dim: Optional[Sequence[int]] = None,
+                   *,
+                   correction: Optional[float] = None,
+                   keepdim: bool = False) -> Optional[torch.Tensor]:
+    """``aten.var.correction`` over the tokens: the mean of the squared
+    deviations from the mean, both as products; None (the stock operator)
+    for any other reduction, or one whose divisor is not positive."""
+    if not _over_tokens(x, dim):
+        return None
+    tokens = x.shape[-2]
+    divisor = tokens - (1 if correction is None else correction)
+    if divisor <= 0:
+        return None
+    deviation = x - _token_mean(x, keepdim=True)
+    # A square, not a product: XNNPACK runs it in float32, where the int8
+    # quantizer would take a product (and add conversions around it).
+    out = _token_mean(deviation.pow(2), keepdim)
+    return out if divisor == tokens else out * (tokens / divisor)
+
+
+def token_variance_unbiased(x: torch.Tensor,
+                            dim: Optional[Sequence[int]],
+                            unbiased: bool = True,
+                            keepdim: bool = False) -> Optional[torch.Tensor]:
+    """``aten.var.dim`` (``Tensor.var(dim, unbiased=...)``) as
+    :func:`token_variance`."""
+    return token_variance(x, dim, correction=int(unbiased), keepdim=keepdim)
+
+
+# The operators rewritten, each with its form.
+XNNPACK_FORMS: Dict[torch._ops.OpOverload, Callable] = {
+    aten.scaled_dot_product_attention.default: softmax_attention,
+    aten.conv2d.default: conv2d,
+    aten.matmul.default: matmul,
+    aten.mean.dim: token_mean,
+    aten.var.correction: token_variance,
+    aten.var.dim: token_variance_unbiased,
+}
+# What a rewritten node passes on to the nodes of its form: the module it
+# was traced in (the int8 quantizer's float parts are chosen by it) and the
+# operator an export form made it from.
+_INHERITED_META = ('nn_module_stack', 'source_fn_stack', 'original_aten',
+                   'stack_trace', 'from_node', 'torch_fn')
+
+
+def _significant_strides(tensor: torch.Tensor) -> List[int]:
+    return [s for s, n in zip(tensor.stride(), tensor.shape) if n > 1]
+
+
+def _in_layout(tensor: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``tensor`` with the strides of ``like`` (a dense layout), copied
+    where they differ.
+
+    The nodes after a rewritten one were traced with its original output:
+    a ``view`` there may hold only for that layout (SDPA's output, whose
+    heads' transpose is contiguous)."""
+    if _significant_strides(tensor) == _significant_strides(like):
+        return tensor
+    order = sorted(range(like.ndim), key=lambda d: -like.stride()[d])
+    inverse = [order.index(d) for d in range(like.ndim)]
+    return tensor.permute(order).contiguous().permute(inverse)
+
+
+def _traced_form(node: fx.Node, form: Callable) -> Optional[fx.Graph]:
+    """``form`` applied to ``node``'s arguments, traced into a graph whose
+    placeholders are the node's tensor inputs in order, its output in the
+    node's layout; None where the form leaves the node to the stock
+    operator."""
+    flat, spec = pytree.tree_flatten((node.args, node.kwargs))
+    inputs = [a for a in flat if isinstance(a, fx.Node)]
+
+    def call(*tensors):
+        values = iter(tensors)
+        args, kwargs = pytree.tree_unflatten(
+            [next(values) if isinstance(a, fx.Node) else a for a in flat],
+            spec)
+        out = form(*args, **kwargs)
+        return None if out is None else _in_layout(out, node.meta['val'])
+
+    fakes = [a.meta['val'] for a in inputs]
+    with detect_fake_mode(fakes):
+        if call(*fakes) is None:
+            return None
+        # pre_dispatch keeps conv2d a conv2d, as the quantizer wants it.
+        graph = make_fx(call, pre_dispatch=True)(*fakes).graph
+    # A form makes its constants with operators (full, slices of weights),
+    # never as tensors the traced graph would hold as attributes.
+    assert not any(n.op == 'get_attr' for n in graph.nodes), form
+    return graph
+
+
+def apply_xnnpack_forms(program: torch.export.ExportedProgram
+                        ) -> torch.export.ExportedProgram:
+    """Rewrite the nodes of :data:`XNNPACK_FORMS`' operators whose form
+    applies, in place.
+
+    Run it before ExecuTorch's ``constant_prop_pass``, which folds the
+    forms' constants (the ``1/N`` rows, the kernel tiles).
+
+    Args:
+        program (ExportedProgram): Our operators already in their export
+            forms (:func:`mmlaplacian.ops.export_decompositions`).
 
     Returns:
-        dict: ``{operator overload: function}``; merge it with
-        :func:`mmlaplacian.ops.export_decompositions`.
+        ExportedProgram: ``program``.
     """
-    return {
-        aten.scaled_dot_product_attention.default: softmax_attention,
-        aten.conv2d.default: conv2d,
-        aten.matmul.default: matmul,
-    }
+    graph = program.graph_module.graph
+    # A worklist, so that operators a form writes (softmax attention's
+    # matmul) get their own forms too.
+    pending = list(reversed(graph.nodes))
+    while pending:
+        node = pending.pop()
+        form = XNNPACK_FORMS.get(node.target) if (
+            node.op == 'call_function') else None
+        traced = None if form is None else _traced_form(node, form)
+        if traced is None:
+            continue
+        placeholders: List[fx.Node] = [
+            n for n in traced.nodes if n.op == 'placeholder'
+        ]
+        computed = sum(n.op == 'call_function' for n in traced.nodes)
+        inputs = [a for a in pytree.tree_leaves((node.args, node.kwargs))
+                  if isinstance(a, fx.Node)]
+        with graph.inserting_before(node):
+            out = graph.graph_copy(traced, dict(zip(placeholders, inputs)))
+        # The form's nodes lie just before the node they replace.
+        new = node.prev
+        for _ in range(computed):
+            for key in _INHERITED_META:
+                if key in node.meta:
+                    new.meta.setdefault(key, node.meta[key])
+            pending.append(new)
+            new = new.prev
+        node.replace_all_uses_with(out)
+        graph.erase_node(node)
+    graph.lint()
+    program.graph_module.recompile()
+    return program

@@ -134,8 +134,9 @@ def laplace_kernel_form(form: str = 'auto',
     """The Laplacian kernel ``(x, y) -> K`` in graph form ``form``.
 
     Raises:
-        ValueError: ``form`` is not in :data:`LAPLACE_FORMS`, or
-            ``feature_sum`` not in :data:`FEATURE_SUMS`.
+        ValueError: ``form`` is not in :data:`LAPLACE_FORMS`,
+            ``feature_sum`` not in :data:`FEATURE_SUMS`, or
+            ``max_elements`` is not a positive integer.
     """
     if form not in LAPLACE_FORMS:
         raise ValueError(f'Laplacian kernel graph form must be one of '
@@ -143,6 +144,11 @@ def laplace_kernel_form(form: str = 'auto',
     if feature_sum not in FEATURE_SUMS:
         raise ValueError(f'Laplacian kernel feature sum must be one of '
                          f'{FEATURE_SUMS}, got {feature_sum!r}')
+    if isinstance(max_elements, bool) or not isinstance(
+            max_elements, int) or max_elements < 1:
+        raise ValueError(f'the Laplacian kernel\'s block budget '
+                         f'(max_elements / block_elements) must be a '
+                         f'positive integer, got {max_elements!r}')
 
     def laplace_kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         blocked = form == 'row-blocks' or (form == 'auto' and

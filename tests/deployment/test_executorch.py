@@ -123,3 +123,11 @@ def test_one_program_holds_a_method_per_module(tmp_path):
         assert relative <= FEATURE_RTOL, (name, relative)
     with pytest.raises(KeyError, match="has no method 'forward'.*laplacian"):
         run_executorch(result.path, [inputs['softmax']])
+
+
+def test_export_tool_refuses_a_block_budget_below_one(load_script, capsys):
+    tool = load_script('tools/deployment/export_executorch.py')
+    with pytest.raises(SystemExit) as stopped:
+        tool.parse_args(['--block-elements', '0', '--out', 'lf_t.pte'])
+    assert stopped.value.code == 2
+    assert '--block-elements must be at least 1' in capsys.readouterr().err

@@ -108,6 +108,12 @@ def test_row_blocks_form_refuses_symbolic_sizes():
         export_decompositions(feature_sum='einsum')
 
 
+@pytest.mark.parametrize('budget', [0, -4, 2.5, True, '1000'])
+def test_block_budget_must_be_a_positive_integer(budget):
+    with pytest.raises(ValueError, match='block budget.*positive integer'):
+        export_decompositions(max_elements=budget)
+
+
 def test_row_blocks_attention_in_onnxruntime(tmp_path):
     """A static export takes the row-blocks graph (several blocks here), has
     no per-feature loop, and matches PyTorch in onnxruntime."""

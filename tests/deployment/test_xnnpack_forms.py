@@ -1,15 +1,23 @@
-"""The XNNPACK forms of softmax attention, large depthwise convolutions and
-batched products: the same values as the stock operators, in double
-precision and through ``run_decompositions``; lowered to ExecuTorch, none
-of the operators they exist to avoid is left to the portable kernels."""
+"""The XNNPACK forms of softmax attention, large depthwise convolutions,
+batched products and means and variances over the tokens: the same values
+as the stock operators in double precision, None for the cases they leave
+to the stock operator, and the same outputs once applied to an exported
+program; lowered to ExecuTorch, none of the operators they exist to avoid
+is left to the portable kernels."""
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mmlaplacian.deployment.xnnpack_forms import (DEPTHWISE_TAPS, conv2d,
+from mmlaplacian.models.layers import SoftmaxAttention
+from mmlaplacian.ops import export_decompositions
+from mmlaplacian.deployment.xnnpack_forms import (DEPTHWISE_TAPS,
+                                                  apply_xnnpack_forms, conv2d,
                                                   matmul, softmax_attention,
-                                                  xnnpack_decompositions)
+                                                  token_mean, token_variance,
+                                                  token_variance_unbiased)
+
+aten = torch.ops.aten
 
 
 def _double(*shape, seed=0):
@@ -50,12 +58,12 @@ def test_tiled_depthwise_convolution_gradients():
     (1, 1, 9),  # dense
     (1, 4, 5),  # 25 taps: XNNPACK's own depthwise kernel
 ])
-def test_other_convolutions_are_the_stock_operator(stride, groups, kernel):
+def test_other_convolutions_are_left_to_the_stock_operator(
+        stride, groups, kernel):
     image = _double(1, 4, 12, 12)
     weight = _double(4, 4 // groups, kernel, kernel, seed=1)
-    expected = F.conv2d(image, weight, None, stride, kernel // 2, 1, groups)
-    got = conv2d(image, weight, None, [stride], [kernel // 2], [1], groups)
-    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    assert conv2d(image, weight, None, [stride], [kernel // 2], [1],
+                  groups) is None
 
 
 def test_softmax_attention_equals_sdpa():
@@ -70,7 +78,7 @@ def test_softmax_attention_equals_sdpa():
 
 
 @pytest.mark.parametrize('variant', ['bool mask', 'float mask', 'causal'])
-def test_masked_attention_keeps_the_stock_form(variant):
+def test_masked_attention_is_left_to_the_stock_operator(variant):
     """A mask can hide a whole row: that case keeps torch's own form."""
     q, k, v = (_double(1, 2, 6, 4, seed=s) for s in range(3))
     mask = torch.rand(6, 6, generator=torch.Generator().manual_seed(3)) > .4
@@ -81,10 +89,7 @@ def test_masked_attention_keeps_the_stock_form(variant):
             6, 6, dtype=torch.float64).masked_fill(~mask, float('-inf'))),
         'causal': dict(is_causal=True),
     }[variant]
-    torch.testing.assert_close(
-        softmax_attention(q, k, v, **kwargs),
-        F.scaled_dot_product_attention(q, k, v, **kwargs), rtol=0,
-        atol=1e-12, equal_nan=True)
+    assert softmax_attention(q, k, v, **kwargs) is None
 
 
 @pytest.mark.parametrize('left,right', [
@@ -103,48 +108,110 @@ def test_matmul_equals_torch_matmul(left, right):
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize('shape', [(7, 3), (2, 13, 5), (1, 2, 31, 49)])
+@pytest.mark.parametrize('keepdim', [True, False])
+def test_token_mean_equals_mean(shape, keepdim):
+    x = _double(*shape)
+    for dim in ([-2], [len(shape) - 2]):
+        got = token_mean(x, dim, keepdim)
+        expected = x.mean(dim, keepdim=keepdim)
+        assert got.shape == expected.shape
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize('shape', [(7, 3), (2, 13, 5), (1, 2, 31, 49)])
+@pytest.mark.parametrize('correction', [None, 0, 1, 2])
+@pytest.mark.parametrize('keepdim', [True, False])
+def test_token_variance_equals_var(shape, correction, keepdim):
+    # An offset far from zero: the two-pass form keeps its precision.
+    x = 1e3 + _double(*shape)
+    got = token_variance(x, [-2], correction=correction, keepdim=keepdim)
+    expected = torch.var(x, -2, correction=correction, keepdim=keepdim)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=0)
+    torch.testing.assert_close(
+        token_variance_unbiased(x, [-2], correction != 0, keepdim),
+        x.var(-2, unbiased=correction != 0, keepdim=keepdim), rtol=1e-10,
+        atol=0)
+
+
+def test_token_variance_gradients():
+    x = _double(2, 9, 4).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda t: token_variance(t, [1], correction=0), (x, ))
+
+
+@pytest.mark.parametrize('case', [
+    lambda x: token_mean(x, [-1]),
+    lambda x: token_mean(x, [1, 2], True),
+    lambda x: token_mean(x, None),
+    lambda x: token_mean(x, [-2], dtype=torch.float32),
+    lambda x: token_mean(x.long(), [-2]),
+    lambda x: token_variance(x, [-1]),
+    lambda x: token_variance(x[:, :1], [-2], correction=1),  # divisor 0
+    lambda x: token_variance_unbiased(x, [0]),
+])
+def test_other_reductions_are_left_to_the_stock_operator(case):
+    assert case(_double(2, 5, 3)) is None
+
+
 class _Parts(nn.Module):
-    """A 9x9 depthwise convolution, softmax attention and a batched
-    product: each form's case."""
+    """A 9x9 depthwise convolution, the last stage's softmax attention, a
+    batched product and moments over the tokens: each form's case; and a
+    mean over the image, which XNNPACK takes as it is."""
 
     def __init__(self):
         super().__init__()
         self.dwconv = nn.Conv2d(8, 8, 9, padding=4, groups=8)
         self.mix = nn.Conv2d(8, 8, 1)
+        # Its heads are a view of one projection, and SDPA's output keeps
+        # that layout, on which the merge of the heads after it relies.
+        self.attn = SoftmaxAttention(8, num_heads=2)
 
     def forward(self, image):
         x = self.mix(self.dwconv(image))  # (1, 8, H, W)
-        tokens = x.flatten(2).reshape(1, 2, 4, -1).transpose(-1, -2)
-        attended = F.scaled_dot_product_attention(tokens, tokens, tokens)
-        gram = attended.transpose(-1, -2) @ attended  # (1, 2, 4, 4)
-        return attended, gram
+        attended = self.attn(x.flatten(2).transpose(1, 2))  # (1, N, 8)
+        heads = attended.reshape(1, -1, 2, 4).transpose(1, 2)
+        gram = heads.transpose(-1, -2) @ heads  # (1, 2, 4, 4)
+        moments = (heads.mean(-2, keepdim=True) +
+                   heads.var(-2, unbiased=False, keepdim=True))
+        return attended, gram, moments, x.mean((2, 3), keepdim=True)
 
 
-def _decomposed(module, image):
+def _with_forms(module, image):
+    """The program as ``export_executorch`` rewrites it: decomposed first
+    (our operators' forms; ``reshape`` becomes ``view`` where the traced
+    layout allows), then the XNNPACK forms."""
     with torch.no_grad():
         program = torch.export.export(module.eval(), (image, ))
-    return program.run_decompositions(xnnpack_decompositions())
+    return apply_xnnpack_forms(
+        program.run_decompositions(export_decompositions()))
 
 
 def test_forms_replace_the_operators_in_an_exported_program():
     torch.manual_seed(0)
     module, image = _Parts(), torch.randn(1, 8, 10, 12)
-    program = _decomposed(module, image)
-    targets = [
-        node.target for node in program.graph.nodes
-        if node.op == 'call_function'
-    ]
-    aten = torch.ops.aten
+    program = _with_forms(module, image)
+    calls = [n for n in program.graph.nodes if n.op == 'call_function']
+    targets = [node.target for node in calls]
     for absent in (aten.scaled_dot_product_attention.default,
-                   aten.matmul.default, aten.conv2d.default):
+                   aten.matmul.default, aten.var.dim, aten.var.correction):
         assert absent not in targets
+    # The mean over the image is XNNPACK's own: left as it was.
+    means = [n.args[1] for n in calls if n.target == aten.mean.dim]
+    assert means == [[2, 3]]
+    # The nodes of each form keep the module they were traced in, by which
+    # the int8 quantizer's float parts are chosen.
+    assert all('nn_module_stack' in node.meta for node in calls)
     kernels = [
-        node.args[1].meta['val'].shape for node in program.graph.nodes
-        if node.target == aten.convolution.default
+        node.args[1].meta['val'].shape for node in calls
+        if node.target == aten.conv2d.default
     ]
     # The 9x9 kernel as four 5x5 tiles, and the 1x1 mix.
     assert sorted(k[-2] * k[-1] for k in kernels) == [1] + [25] * 4
     assert max(k[-2] * k[-1] for k in kernels) <= DEPTHWISE_TAPS
+    # Traced again, as lowering does: the nodes after a form still hold.
+    program = program.run_decompositions()
     with torch.no_grad():
         for got, expected in zip(program.module()(image), module(image)):
             torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
@@ -162,7 +229,7 @@ def test_lowered_forms_leave_nothing_they_avoid_to_the_portable_kernels(
     result = export_executorch(module, image, str(tmp_path / 'parts.pte'))
     portable = set(result.portable_ops)
     for avoided in ('where', 'eq', 'any', 'logical_not', 'full_like',
-                    'expand_copy', 'convolution'):
+                    'expand_copy', 'convolution', 'mean', 'var'):
         assert not any(op.startswith(avoided) for op in portable), portable
     with torch.no_grad():
         expected = module(image)

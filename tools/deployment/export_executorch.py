@@ -42,7 +42,8 @@ import torch.nn as nn
 
 from mmlaplacian.deployment import BackboneForExport
 from mmlaplacian.deployment.calibration import calibration_inputs
-from mmlaplacian.deployment.executorch_export import (ExecuTorchResult,
+from mmlaplacian.deployment.executorch_export import (XNNPACK_BLOCK_ELEMENTS,
+                                                      ExecuTorchResult,
                                                       export_executorch,
                                                       run_executorch)
 from mmlaplacian.deployment.export import FEATURE_RTOL
@@ -69,6 +70,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         default=(224, 320), help='input size (static)')
     parser.add_argument('--laplace', choices=LAPLACE_FORMS, default='auto',
                         help='graph form of the Laplacian kernel')
+    parser.add_argument(
+        '--block-elements', type=int, default=XNNPACK_BLOCK_ELEMENTS,
+        help='element budget of one row block of the row-blocks kernel '
+        f'(default {XNNPACK_BLOCK_ELEMENTS}; smaller for a device with a '
+        'smaller cache)')
     parser.add_argument('--quantize', choices=('int8', ),
                         help='static int8 (PT2E, XNNPACK quantizer)')
     parser.add_argument('--calibration-images', metavar='DIR',
@@ -81,6 +87,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.calibration_count < 1:
         parser.error('--calibration-count must be at least 1')
+    if args.block_elements < 1:
+        parser.error('--block-elements must be at least 1')
     if args.quantize is None and args.calibration_images:
         parser.error('--calibration-images is for --quantize int8')
     return args
@@ -217,7 +225,7 @@ def export_detector(args: argparse.Namespace, cfg) -> int:
                           calibration_and_check(args, cfg))
     programs = export_detector_executorch(detector, args.shape, args.out,
                                           args.quantize, calibration,
-                                          args.laplace)
+                                          args.laplace, args.block_elements)
     for result in programs.results:
         print_lowering(result)
     dense = build_exportable_detector(detector).eval().dense
@@ -252,13 +260,15 @@ def export(args: argparse.Namespace) -> int:
         generator = torch.Generator().manual_seed(0)
         image = torch.rand(1, 3, *args.shape, generator=generator)
         image = image if cfg is None else image * 255
-        result = export_executorch(module, image, args.out, args.laplace)
+        result = export_executorch(module, image, args.out, args.laplace,
+                                   block_elements=args.block_elements)
         print_lowering(result)
         ok = compare_float(result.path, module, image, labels=cfg is not None)
         return 0 if ok else 1
     calibration, check = calibration_and_check(args, cfg)
     result = export_executorch(module, calibration[0][0], args.out,
-                               args.laplace, 'int8', calibration)
+                               args.laplace, 'int8', calibration,
+                               block_elements=args.block_elements)
     print_lowering(result)
     compare_int8(result.path, module, check, labels=cfg is not None)
     return 0

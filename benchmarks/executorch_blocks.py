@@ -1,0 +1,141 @@
+"""The Laplacian kernel's row-block budget in ExecuTorch: time per budget.
+
+    python -m benchmarks.executorch_blocks --size 800x1344 --stage 1
+
+One Laplacian kernel of LaplacianFormer-T, ``exp(-|q - k~|_1)`` of a
+stage's queries ``(heads, N, d)`` against its 49 landmarks (the heads of
+one image as the operator's batch), is exported
+alone in the ``'row-blocks'`` form for each ``--budgets`` entry (elements
+of one block's ``(N_b, m, d)`` difference tensor) and lowered to XNNPACK
+as :func:`~mmlaplacian.deployment.executorch_export.export_executorch`
+lowers it in a whole model. The programs run in turns in one process,
+``--passes`` times each after a warm-up, on ``--threads`` threads; the
+table gives each budget's block count, lowering time and median run time,
+and its time against the default budget's
+(:data:`~mmlaplacian.deployment.executorch_export.XNNPACK_BLOCK_ELEMENTS`).
+
+XNNPACK runs a block as three operators (subtract, abs, the feature sum as
+a product with a column of ones): small blocks pay each operator's fixed
+cost many times, and a block larger than the last-level cache pays for
+memory traffic. Where the best budget lies depends on the device's cache.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from typing import List, Optional, Sequence
+
+import torch
+import torch.nn as nn
+
+from benchmarks.backbone import parse_size
+from benchmarks.harness import time_passes
+from benchmarks.tables import markdown_table
+
+LANDMARKS = 49
+# The Tiny backbone's stages: channels and heads (its arch settings).
+TINY_STAGES = {1: (64, 2), 2: (128, 4), 3: (320, 10), 4: (512, 16)}
+DEFAULT_BUDGETS = (2**19, 2**20, 2**21, 2**22, 2**23)
+
+
+class LaplaceKernel(nn.Module):
+    """``mmlaplacian::laplace_kernel(x, y)``: the operator alone."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        from mmlaplacian.ops import laplace_kernel
+        return laplace_kernel(x, y)
+
+
+def stage_inputs(size: Sequence[int], stage: int) -> List[torch.Tensor]:
+    """Queries ``(heads, N, d)`` of the stage at input ``size`` and its
+    landmarks ``(heads, 49, d)``, random."""
+    channels, heads = TINY_STAGES[stage]
+    stride = 4 * 2**(stage - 1)
+    tokens = (size[0] // stride) * (size[1] // stride)
+    generator = torch.Generator().manual_seed(0)
+    shape = (heads, tokens, channels // heads)
+    x = 0.1 * torch.randn(shape, generator=generator)
+    y = 0.1 * torch.randn(heads, LANDMARKS, shape[-1], generator=generator)
+    return [x, y]
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--size', type=parse_size, default=(800, 1344),
+                        help='the backbone input HxW (default 800x1344)')
+    parser.add_argument('--stage', type=int, choices=sorted(TINY_STAGES),
+                        default=1)
+    parser.add_argument('--budgets', type=int, nargs='+',
+                        default=list(DEFAULT_BUDGETS),
+                        help='elements of one row block')
+    parser.add_argument('--passes', type=int, default=11)
+    parser.add_argument('--threads', type=int, default=2)
+    parser.add_argument('--work-dir', help='where the programs go (default: '
+                        'a temporary folder)')
+    args = parser.parse_args(argv)
+    if min(args.budgets) < 1:
+        parser.error(f'--budgets must be positive, got {args.budgets}')
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    from executorch.runtime import Runtime
+
+    from mmlaplacian.deployment.executorch_export import (
+        XNNPACK_BLOCK_ELEMENTS, export_executorch)
+    from mmlaplacian.ops.export_forms import block_rows
+    torch.set_num_threads(args.threads)
+    inputs = stage_inputs(args.size, args.stage)
+    with torch.no_grad():
+        expected = LaplaceKernel()(*inputs)
+    budgets = sorted(set(args.budgets) | {XNNPACK_BLOCK_ELEMENTS})
+    work_dir = args.work_dir or tempfile.mkdtemp(prefix='executorch_blocks_')
+    os.makedirs(work_dir, exist_ok=True)
+    runtime = Runtime.get()
+    methods, lowering, blocks = [], [], []
+    for budget in budgets:
+        path = os.path.join(work_dir, f'kernel_{budget}.pte')
+        start = time.perf_counter()
+        export_executorch(LaplaceKernel(), tuple(inputs), path,
+                          block_elements=budget)
+        lowering.append(time.perf_counter() - start)
+        rows = block_rows(*inputs, budget)
+        blocks.append(-(-inputs[0].shape[-2] // rows))
+        method = runtime.load_program(path).load_method('forward')
+        error = (method.execute(inputs)[0] - expected).abs().max().item()
+        if error > 1e-5:
+            print(f'budget {budget}: the program differs from eager by '
+                  f'{error:.2g}', file=sys.stderr)
+            return 1
+        methods.append(method)
+        print(f'budget {budget}: {blocks[-1]} blocks, lowered in '
+              f'{lowering[-1]:.0f} s', flush=True)
+    for method in methods:  # warm-up
+        method.execute(inputs)
+    times = time_passes([lambda _=None, m=m: m.execute(inputs)
+                         for m in methods], args.passes)
+    default = times.median(budgets.index(XNNPACK_BLOCK_ELEMENTS))
+    x = inputs[0]
+    print(f'\nLaplacian kernel of stage {args.stage} at '
+          f'{args.size[0]}x{args.size[1]}: x {tuple(x.shape)}, '
+          f'{LANDMARKS} landmarks; {args.threads} threads, median of '
+          f'{args.passes} interleaved passes\n')
+    rows = [[
+        f'{budget:,}' + (' (default)' if budget == XNNPACK_BLOCK_ELEMENTS
+                         else ''), f'{budget * 4 / 2**20:g} MiB',
+        str(count), f'{seconds:.0f}', f'{1e3 * times.median(index):.1f}',
+        f'{times.median(index) / default:.2f}'
+    ] for index, (budget, count, seconds) in enumerate(
+        zip(budgets, blocks, lowering))]
+    print(markdown_table(['block elements', 'fp32 block', 'blocks',
+                          'lowering s', 'run ms', 'vs default'], rows,
+                         'lrrrrr'))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
