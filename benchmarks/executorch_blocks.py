@@ -35,9 +35,9 @@ from benchmarks.backbone import parse_size
 from benchmarks.harness import time_passes
 from benchmarks.tables import markdown_table
 
+# LaplacianAttention's default number of landmarks (a 7×7 grid).
 LANDMARKS = 49
-# The Tiny backbone's stages: channels and heads (its arch settings).
-TINY_STAGES = {1: (64, 2), 2: (128, 4), 3: (320, 10), 4: (512, 16)}
+STAGES = (1, 2, 3, 4)
 DEFAULT_BUDGETS = (2**19, 2**20, 2**21, 2**22, 2**23)
 
 
@@ -52,8 +52,11 @@ class LaplaceKernel(nn.Module):
 def stage_inputs(size: Sequence[int], stage: int) -> List[torch.Tensor]:
     """Queries ``(heads, N, d)`` of the stage at input ``size`` and its
     landmarks ``(heads, 49, d)``, random."""
-    channels, heads = TINY_STAGES[stage]
-    stride = 4 * 2**(stage - 1)
+    from mmlaplacian import LaplacianFormer
+    arch = LaplacianFormer.arch_zoo['tiny']
+    channels = arch['embed_dims'][stage - 1]
+    heads = arch['num_heads'][stage - 1]
+    stride = 4 * 2**(stage - 1)  # the backbone's strides: 4, 8, 16, 32
     tokens = (size[0] // stride) * (size[1] // stride)
     generator = torch.Generator().manual_seed(0)
     shape = (heads, tokens, channels // heads)
@@ -66,7 +69,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--size', type=parse_size, default=(800, 1344),
                         help='the backbone input HxW (default 800x1344)')
-    parser.add_argument('--stage', type=int, choices=sorted(TINY_STAGES),
+    parser.add_argument('--stage', type=int, choices=STAGES,
                         default=1)
     parser.add_argument('--budgets', type=int, nargs='+',
                         default=list(DEFAULT_BUDGETS),

@@ -246,8 +246,8 @@ def prepare_and_calibrate(program: torch.export.ExportedProgram,
     if not calibration:
         raise ValueError('static int8 needs calibration inputs (a list of '
                          'argument tuples); got none')
-    module = unshare_weights(program.module())
-    prepared = prepare_pt2e(module, xnnpack_quantizer(float_parts))
+    prepared = prepare_pt2e(unshare_weights(program.module()),
+                            xnnpack_quantizer(float_parts))
     with torch.no_grad():
         for args in calibration:
             prepared(*args)

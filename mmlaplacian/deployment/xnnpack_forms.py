@@ -44,7 +44,7 @@ sums in another order.
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx as fx
@@ -249,11 +249,12 @@ def _in_layout(tensor: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return tensor.permute(order).contiguous().permute(inverse)
 
 
-def _traced_form(node: fx.Node, form: Callable) -> Optional[fx.Graph]:
+def _traced_form(node: fx.Node, form: Callable
+                 ) -> Optional[Tuple[fx.Graph, List[fx.Node]]]:
     """``form`` applied to ``node``'s arguments, traced into a graph whose
-    placeholders are the node's tensor inputs in order, its output in the
-    node's layout; None where the form leaves the node to the stock
-    operator."""
+    placeholders are the node's tensor inputs, its output in the node's
+    layout; with those inputs, in the placeholders' order. None where the
+    form leaves the node to the stock operator."""
     flat, spec = pytree.tree_flatten((node.args, node.kwargs))
     inputs = [a for a in flat if isinstance(a, fx.Node)]
 
@@ -274,7 +275,7 @@ def _traced_form(node: fx.Node, form: Callable) -> Optional[fx.Graph]:
     # A form makes its constants with operators (full, slices of weights),
     # never as tensors the traced graph would hold as attributes.
     assert not any(n.op == 'get_attr' for n in graph.nodes), form
-    return graph
+    return graph, inputs
 
 
 def apply_xnnpack_forms(program: torch.export.ExportedProgram
@@ -300,15 +301,14 @@ def apply_xnnpack_forms(program: torch.export.ExportedProgram
         node = pending.pop()
         form = XNNPACK_FORMS.get(node.target) if (
             node.op == 'call_function') else None
-        traced = None if form is None else _traced_form(node, form)
-        if traced is None:
+        found = None if form is None else _traced_form(node, form)
+        if found is None:
             continue
+        traced, inputs = found
         placeholders: List[fx.Node] = [
             n for n in traced.nodes if n.op == 'placeholder'
         ]
         computed = sum(n.op == 'call_function' for n in traced.nodes)
-        inputs = [a for a in pytree.tree_leaves((node.args, node.kwargs))
-                  if isinstance(a, fx.Node)]
         with graph.inserting_before(node):
             out = graph.graph_copy(traced, dict(zip(placeholders, inputs)))
         # The form's nodes lie just before the node they replace.
