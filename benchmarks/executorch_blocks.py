@@ -1,23 +1,29 @@
-"""The Laplacian kernel's row-block budget in ExecuTorch: time per budget.
+"""The Laplacian kernel's row blocks in ExecuTorch: time per budget and
+feature sum.
 
     python -m benchmarks.executorch_blocks --size 800x1344 --stage 1
+    python -m benchmarks.executorch_blocks --feature-sums matmul max-matmul
 
 One Laplacian kernel of LaplacianFormer-T, ``exp(-|q - k~|_1)`` of a
 stage's queries ``(heads, N, d)`` against its 49 landmarks (the heads of
-one image as the operator's batch), is exported
-alone in the ``'row-blocks'`` form for each ``--budgets`` entry (elements
-of one block's ``(N_b, m, d)`` difference tensor) and lowered to XNNPACK
-as :func:`~mmlaplacian.deployment.executorch_export.export_executorch`
-lowers it in a whole model. The programs run in turns in one process,
+one image as the operator's batch), is exported alone in the
+``'row-blocks'`` form for each ``--feature-sums`` entry and each
+``--budgets`` entry (elements of one block's ``(N_b, m, d)`` tensor), and
+lowered to XNNPACK as
+:func:`~mmlaplacian.deployment.executorch_export.export_executorch` lowers
+it in a whole model. The programs run in turns in one process,
 ``--passes`` times each after a warm-up, on ``--threads`` threads; the
-table gives each budget's block count, lowering time and median run time,
-and its time against the default budget's
-(:data:`~mmlaplacian.deployment.executorch_export.XNNPACK_BLOCK_ELEMENTS`).
+table gives each program's block count, lowering time and median run
+time, and its time against the default program's
+(:data:`~mmlaplacian.deployment.executorch_export.XNNPACK_BLOCK_ELEMENTS`,
+:data:`~mmlaplacian.deployment.executorch_export.XNNPACK_FEATURE_SUM`).
 
-XNNPACK runs a block as three operators (subtract, abs, the feature sum as
-a product with a column of ones): small blocks pay each operator's fixed
-cost many times, and a block larger than the last-level cache pays for
-memory traffic. Where the best budget lies depends on the device's cache.
+XNNPACK runs a block as a few operators over the whole block (``'matmul'``:
+subtract, abs and the feature sum as a product with a constant column;
+``'max-matmul'``: maximum and the product): small blocks pay each
+operator's fixed cost many times, and a block larger than the last-level
+cache pays for memory traffic. Where the best budget lies depends on the
+device's cache.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ import torch.nn as nn
 from benchmarks.backbone import parse_size
 from benchmarks.harness import time_passes
 from benchmarks.tables import markdown_table
+from mmlaplacian.ops.export_forms import FEATURE_SUMS
 
 # LaplacianAttention's default number of landmarks (a 7×7 grid).
 LANDMARKS = 49
@@ -74,6 +81,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--budgets', type=int, nargs='+',
                         default=list(DEFAULT_BUDGETS),
                         help='elements of one row block')
+    parser.add_argument('--feature-sums', nargs='+', choices=FEATURE_SUMS,
+                        help='how the features are added (default: the '
+                        "ExecuTorch export's own)")
     parser.add_argument('--passes', type=int, default=11)
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--work-dir', help='where the programs go (default: '
@@ -89,54 +99,61 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from executorch.runtime import Runtime
 
     from mmlaplacian.deployment.executorch_export import (
-        XNNPACK_BLOCK_ELEMENTS, export_executorch)
+        XNNPACK_BLOCK_ELEMENTS, XNNPACK_FEATURE_SUM, export_executorch)
     from mmlaplacian.ops.export_forms import block_rows
     torch.set_num_threads(args.threads)
     inputs = stage_inputs(args.size, args.stage)
     with torch.no_grad():
         expected = LaplaceKernel()(*inputs)
     budgets = sorted(set(args.budgets) | {XNNPACK_BLOCK_ELEMENTS})
+    feature_sums = args.feature_sums or [XNNPACK_FEATURE_SUM]
+    if XNNPACK_FEATURE_SUM not in feature_sums:
+        feature_sums.append(XNNPACK_FEATURE_SUM)
+    default = (XNNPACK_FEATURE_SUM, XNNPACK_BLOCK_ELEMENTS)
+    programs = [(feature_sum, budget) for feature_sum in feature_sums
+                for budget in budgets]
     work_dir = args.work_dir or tempfile.mkdtemp(prefix='executorch_blocks_')
     os.makedirs(work_dir, exist_ok=True)
     runtime = Runtime.get()
     methods, lowering, blocks = [], [], []
-    for budget in budgets:
-        path = os.path.join(work_dir, f'kernel_{budget}.pte')
+    for feature_sum, budget in programs:
+        path = os.path.join(work_dir, f'kernel_{feature_sum}_{budget}.pte')
         start = time.perf_counter()
         export_executorch(LaplaceKernel(), tuple(inputs), path,
-                          block_elements=budget)
+                          block_elements=budget, feature_sum=feature_sum)
         lowering.append(time.perf_counter() - start)
         rows = block_rows(*inputs, budget)
         blocks.append(-(-inputs[0].shape[-2] // rows))
         method = runtime.load_program(path).load_method('forward')
         error = (method.execute(inputs)[0] - expected).abs().max().item()
         if error > 1e-5:
-            print(f'budget {budget}: the program differs from eager by '
-                  f'{error:.2g}', file=sys.stderr)
+            print(f'{feature_sum}, budget {budget}: the program differs '
+                  f'from eager by {error:.2g}', file=sys.stderr)
             return 1
         methods.append(method)
-        print(f'budget {budget}: {blocks[-1]} blocks, lowered in '
-              f'{lowering[-1]:.0f} s', flush=True)
+        print(f'{feature_sum}, budget {budget}: {blocks[-1]} blocks, '
+              f'lowered in {lowering[-1]:.0f} s, largest difference from '
+              f'eager {error:.1e}', flush=True)
     for method in methods:  # warm-up
         method.execute(inputs)
     times = time_passes([lambda _=None, m=m: m.execute(inputs)
                          for m in methods], args.passes)
-    default = times.median(budgets.index(XNNPACK_BLOCK_ELEMENTS))
+    baseline = times.median(programs.index(default))
     x = inputs[0]
     print(f'\nLaplacian kernel of stage {args.stage} at '
           f'{args.size[0]}x{args.size[1]}: x {tuple(x.shape)}, '
           f'{LANDMARKS} landmarks; {args.threads} threads, median of '
           f'{args.passes} interleaved passes\n')
     rows = [[
-        f'{budget:,}' + (' (default)' if budget == XNNPACK_BLOCK_ELEMENTS
-                         else ''), f'{budget * 4 / 2**20:g} MiB',
+        feature_sum + (' (default)' if (feature_sum, budget) == default
+                       else ''), f'{budget:,}', f'{budget * 4 / 2**20:g} MiB',
         str(count), f'{seconds:.0f}', f'{1e3 * times.median(index):.1f}',
-        f'{times.median(index) / default:.2f}'
-    ] for index, (budget, count, seconds) in enumerate(
-        zip(budgets, blocks, lowering))]
-    print(markdown_table(['block elements', 'fp32 block', 'blocks',
-                          'lowering s', 'run ms', 'vs default'], rows,
-                         'lrrrrr'))
+        f'{times.median(index) / baseline:.2f}'
+    ] for index, ((feature_sum, budget), count, seconds) in enumerate(
+        zip(programs, blocks, lowering))]
+    print(markdown_table(['feature sum', 'block elements', 'fp32 block',
+                          'blocks', 'lowering s', 'run ms', 'vs default'],
+                         rows, 'llrrrrr'))
     return 0
 
 

@@ -33,14 +33,16 @@ DELEGATE_CALL = 'executorch_call_delegate'
 _PLUMBING = ('getitem', 'executorch_call_delegate', 'alloc')
 QUANTIZE_MODES = (None, 'int8')
 # Element budget of one row block of the Laplacian kernel in XNNPACK: 2M
-# fp32 elements, 8 MiB. XNNPACK runs each block's subtract, abs and feature
-# sum as three operators, so fewer, larger blocks pay until a block
-# outgrows the last-level cache. On our 2-core EPYC (32 MiB L3) one stage-1
-# kernel of the Tiny backbone at 800×1344 took 112 ms in 1M-element blocks
-# (the ONNX form's budget), 88 ms in 2M, 83 ms in 4M and 112 ms in 8M
-# (``python -m benchmarks.executorch_blocks``); a device with a smaller
-# cache may want a smaller budget.
+# fp32 elements, 8 MiB. XNNPACK runs a block as a few operators over the
+# whole block, so fewer, larger blocks pay each operator's fixed cost less
+# often, until a block outgrows the cache. ``python -m
+# benchmarks.executorch_blocks`` measures it on a device (docs/deployment.md
+# gives our figures); a device with a smaller cache may want a smaller one.
 XNNPACK_BLOCK_ELEMENTS = 2**21
+# How the kernel's features are added in XNNPACK (export_forms'
+# FEATURE_SUMS): the maximum identity, one element-wise operator a block
+# instead of two (``python -m benchmarks.executorch_blocks`` compares them).
+XNNPACK_FEATURE_SUM = 'max-matmul'
 
 Methods = Mapping[str, Tuple[nn.Module, Tuple]]
 Calibration = Union[Sequence[Tuple], Mapping[str, Sequence[Tuple]]]
@@ -199,7 +201,8 @@ def export_executorch(module: Union[nn.Module, Methods],
                       quantize: Optional[str] = None,
                       calibration: Optional[Calibration] = None,
                       float_parts: Sequence[str] = (),
-                      block_elements: int = XNNPACK_BLOCK_ELEMENTS
+                      block_elements: int = XNNPACK_BLOCK_ELEMENTS,
+                      feature_sum: str = XNNPACK_FEATURE_SUM
                       ) -> ExecuTorchResult:
     """Export modules to an XNNPACK-lowered ExecuTorch program.
 
@@ -228,6 +231,9 @@ def export_executorch(module: Union[nn.Module, Methods],
         block_elements (int): Element budget of one row block of the
             Laplacian kernel's ``'row-blocks'`` form
             (:data:`XNNPACK_BLOCK_ELEMENTS`).
+        feature_sum (str): How that form adds the kernel's features
+            (:data:`XNNPACK_FEATURE_SUM`; one of
+            :data:`mmlaplacian.ops.export_forms.FEATURE_SUMS`).
 
     Returns:
         ExecuTorchResult: The file, the time, and per method what did not
@@ -236,8 +242,9 @@ def export_executorch(module: Union[nn.Module, Methods],
     Raises:
         ImportError: executorch is not installed (the message says how to
             install it).
-        ValueError: An unknown ``quantize`` or float part, or int8
-            without calibration inputs for a method.
+        ValueError: An unknown ``quantize``, float part, Laplacian form or
+            feature sum, a block budget below 1, or int8 without
+            calibration inputs for a method.
         TypeError: A dict entry that is not ``(module, args_tuple)``.
     """
     if quantize not in QUANTIZE_MODES:
@@ -264,17 +271,18 @@ def export_executorch(module: Union[nn.Module, Methods],
             name: _calibration_for(name, calibration)
             for name in methods
         }
+    # Built (and its arguments checked) before any export.
+    decompositions = export_decompositions(laplace, block_elements,
+                                           feature_sum)
     start = time.perf_counter()
     programs, counts = {}, {}
     for name, (method_module, args) in methods.items():
         with torch.no_grad():
             program = torch.export.export(method_module.eval(), args)
         program = apply_xnnpack_forms(
-            program.run_decompositions(
-                export_decompositions(laplace, block_elements,
-                                      feature_sum='matmul')))
+            program.run_decompositions(decompositions))
         # XNNPACK has no sum: the kernel adds its features with a product,
-        # whose column of ones must be a constant for XNNPACK to take it as
+        # whose column must be a constant for XNNPACK to take it as
         # a GEMM with a static weight. Folded before quantization: folding
         # after it would turn the int8 weights back into float constants.
         # The XNNPACK forms' constants (kernel tiles, rows of 1/N) are

@@ -37,6 +37,16 @@ every other node as it is:
   stay float32 in int8 programs, like the rest of the attention's
   statistics.
 
+- **Long concatenations.** XNNPACK concatenates at most 5 tensors at a
+  time, and ExecuTorch's lowering splits a longer ``cat`` into a chain,
+  ``cat(cat(t1, …, t5), t6, …, t9)`` and so on, in which every link copies
+  all that the links before it joined: the copies grow with the square of
+  the number of inputs. The Laplacian kernel's row blocks are joined by
+  one ``cat`` of up to a hundred blocks, so its output was copied about
+  13 times over. The form here is a balanced tree of ``cat`` calls of at
+  most 5 inputs, which copies every element once per level (3 levels for
+  101 blocks).
+
 Each form is a function of the node's arguments that returns ``None`` for
 the cases it leaves to the stock operator. All are exact rewrites: the same
 sums in another order.
@@ -57,6 +67,8 @@ aten = torch.ops.aten
 # Taps of XNNPACK's largest depthwise kernel (5×5).
 DEPTHWISE_TAPS = 25
 TILE = 5
+# Inputs of XNNPACK's largest concatenation.
+CONCAT_INPUTS = 5
 
 
 def softmax_attention(query: torch.Tensor,
@@ -215,6 +227,26 @@ def token_variance_unbiased(x: torch.Tensor,
     return token_variance(x, dim, correction=int(unbiased), keepdim=keepdim)
 
 
+def concatenation(tensors: Sequence[torch.Tensor],
+                  dim: int = 0) -> Optional[torch.Tensor]:
+    """``cat`` of more than :data:`CONCAT_INPUTS` tensors as a balanced tree
+    of ``cat`` calls of at most that many; None (the stock operator) for a
+    shorter one."""
+    parts = list(tensors)
+    if len(parts) <= CONCAT_INPUTS:
+        return None
+    while len(parts) > CONCAT_INPUTS:
+        groups = [
+            parts[start:start + CONCAT_INPUTS]
+            for start in range(0, len(parts), CONCAT_INPUTS)
+        ]
+        parts = [
+            group[0] if len(group) == 1 else torch.cat(group, dim)
+            for group in groups
+        ]
+    return torch.cat(parts, dim)
+
+
 # The operators rewritten, each with its form.
 XNNPACK_FORMS: Dict[torch._ops.OpOverload, Callable] = {
     aten.scaled_dot_product_attention.default: softmax_attention,
@@ -223,6 +255,7 @@ XNNPACK_FORMS: Dict[torch._ops.OpOverload, Callable] = {
     aten.mean.dim: token_mean,
     aten.var.correction: token_variance,
     aten.var.dim: token_variance_unbiased,
+    aten.cat.default: concatenation,
 }
 # What a rewritten node passes on to the nodes of its form: the module it
 # was traced in (the int8 quantizer's float parts are chosen by it) and the

@@ -25,11 +25,22 @@ unrolled).
 fixed number of batched matrix products.
 
 ``feature_sum`` says how ``'row-blocks'`` adds the ``d`` features:
-``'reduce'`` with a sum, which onnxruntime vectorises; ``'matmul'`` as a
-product with a column of ones, for XNNPACK, which has no sum: a sum there
-falls back to ExecuTorch's portable kernel, a single-threaded loop that took
-a quarter of the Tiny backbone's time, while the product runs in XNNPACK's
-GEMM. The ones must reach the lowering as a constant (ExecuTorch's
+
+- ``'reduce'``: ``|x - y|`` and a sum, which onnxruntime vectorises;
+- ``'matmul'``: ``|x - y|`` and a product with a column of ones, for
+  XNNPACK, which has no sum: a sum there falls back to ExecuTorch's
+  portable kernel, a single-threaded loop that took a quarter of the Tiny
+  backbone's time, while the product runs in XNNPACK's GEMM;
+- ``'max-matmul'``: ``|a - b| = 2 max(a, b) - a - b``, so the block's
+  distances are ``2 sum_c max(x_c, y_c) - sum_c x_c - sum_c y_c``: one
+  element-wise operator over the ``(..., Nb, M, d)`` block (``maximum``)
+  instead of two (subtract, abs), then the same product. The sums of x
+  and y cost a pass over ``(..., N, d)`` and ``(..., M, d)`` only. Both are
+  first centred on the landmarks' mean, which leaves every distance as it
+  is and keeps the three terms near the size of the distance, so float32
+  loses no more to their cancellation than to the other forms' rounding.
+
+The constant columns must reach the lowering as constants (ExecuTorch's
 ``constant_prop_pass``).
 
 The forms are deliberately not registered in torch's global table of
@@ -42,14 +53,14 @@ instead.
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 import torch
 
 from .reference import newton_schulz_forward_reference
 
 LAPLACE_FORMS = ('auto', 'row-blocks', 'per-feature')
-FEATURE_SUMS = ('reduce', 'matmul')
+FEATURE_SUMS = ('reduce', 'matmul', 'max-matmul')
 # Elements of one block's (B, d, Nb, M) difference tensor: 1M fp32 = 4 MiB,
 # within a server L3 and small next to the (N, M) output at detection sizes.
 BLOCK_ELEMENTS = 2**20
@@ -76,33 +87,64 @@ def laplace_kernel_row_blocks(x: torch.Tensor,
         y (Tensor): ``(..., M, d)``, the same leading dims.
         max_elements (int): Budget of one block's ``(..., d, Nb, M)``
             difference tensor.
-        feature_sum (str): ``'reduce'`` or ``'matmul'`` (module docstring).
+        feature_sum (str): One of :data:`FEATURE_SUMS` (module docstring).
 
     Returns:
         Tensor: ``(..., N, M)``.
     """
     step = block_rows(x, y, max_elements)
-    if feature_sum == 'matmul':
-        # Features last, (..., Nb, M, d), times a (d, 1) column of ones.
-        # Views rather than (un)squeezes: XNNPACK takes views as reshapes,
-        # (un)squeezes would run as portable copies between its subgraphs.
-        ones = torch.ones(x.shape[-1], 1, dtype=x.dtype, device=x.device)
-        y_rows = y.view(*y.shape[:-2], 1, *y.shape[-2:])  # (..., 1, M, d)
-        dists = []
-        for part in x.split(step, dim=-2):
-            rows = part.view(*part.shape[:-1], 1, part.shape[-1])
-            dist = (rows - y_rows).abs() @ ones  # (..., Nb, M, 1)
-            dists.append(dist.view(dist.shape[:-1]))
-    else:
+    if feature_sum == 'reduce':
         # Features first, (..., d, Nb, M): the reduction then adds d
         # contiguous (Nb, M) planes, which onnxruntime vectorises.
         y_t = y.transpose(-1, -2).unsqueeze(-2)  # (..., d, 1, M)
         x_t = x.transpose(-1, -2).unsqueeze(-1)  # (..., d, N, 1)
         dists = [(part - y_t).abs().sum(-3)
                  for part in x_t.split(step, dim=-2)]
+    else:
+        dists = _row_block_distances_by_products(
+            x, y, step, max_identity=feature_sum == 'max-matmul')
     # One split for all blocks, one exp over the (..., N, M) result.
     dist = dists[0] if len(dists) == 1 else torch.cat(dists, dim=-2)
     return torch.exp(-dist)
+
+
+def _column(x: torch.Tensor, value: float) -> torch.Tensor:
+    """A ``(d, 1)`` column of ``value`` for the features of ``x``."""
+    return torch.full((x.shape[-1], 1), value, dtype=x.dtype,
+                      device=x.device)
+
+
+def _row_block_distances_by_products(x: torch.Tensor, y: torch.Tensor,
+                                     step: int,
+                                     max_identity: bool) -> List[torch.Tensor]:
+    """``sum_c |x_c - y_c|`` per block of ``step`` rows, ``(..., Nb, M)``
+    each, the features added by a product with a constant column: the
+    ``'matmul'`` and ``'max-matmul'`` forms (module docstring)."""
+    # Views rather than (un)squeezes: XNNPACK takes views as reshapes,
+    # (un)squeezes would run as portable copies between its subgraphs.
+    if max_identity:
+        center = y.mean(dim=-2, keepdim=True)
+        x, y = x - center, y - center
+        ones = _column(x, 1.)
+        x_sums = (x @ ones).split(step, dim=-2)  # (..., Nb, 1) each
+        y_sums = (y @ ones).view(*y.shape[:-2], 1, y.shape[-2])  # (..., 1, M)
+        column = _column(x, 2.)
+    else:
+        column = _column(x, 1.)
+    y_rows = y.view(*y.shape[:-2], 1, *y.shape[-2:])  # (..., 1, M, d)
+    dists = []
+    for index, part in enumerate(x.split(step, dim=-2)):
+        rows = part.view(*part.shape[:-1], 1, part.shape[-1])
+        if max_identity:
+            features = torch.maximum(rows, y_rows)  # (..., Nb, M, d)
+        else:
+            features = (rows - y_rows).abs()
+        dist = features @ column  # (..., Nb, M, 1)
+        dist = dist.view(dist.shape[:-1])
+        if max_identity:
+            dist = dist - x_sums[index] - y_sums
+        dists.append(dist)
+    return dists
 
 
 def laplace_kernel_per_feature(x: torch.Tensor,
@@ -173,8 +215,8 @@ def export_decompositions(laplace: str = 'auto',
     Args:
         laplace (str): Graph form of the Laplacian kernel (module docstring).
         max_elements (int): Element budget of one block of ``'row-blocks'``.
-        feature_sum (str): How ``'row-blocks'`` adds the features:
-            ``'reduce'`` or ``'matmul'`` (module docstring).
+        feature_sum (str): How ``'row-blocks'`` adds the features, one
+            of :data:`FEATURE_SUMS` (module docstring).
 
     Returns:
         dict: ``{operator overload: function}`` for

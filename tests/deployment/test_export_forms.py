@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from mmlaplacian.ops import export_decompositions, laplace_kernel
-from mmlaplacian.ops.export_forms import (block_rows,
+from mmlaplacian.ops.export_forms import (FEATURE_SUMS, block_rows,
                                           laplace_kernel_per_feature,
                                           laplace_kernel_row_blocks)
 from mmlaplacian.ops.reference import laplace_kernel_forward_reference
@@ -15,7 +15,7 @@ from mmlaplacian.ops.reference import laplace_kernel_forward_reference
 # one-row blocks, 9 blocks of 4 and one of 1, a single block.
 @pytest.mark.parametrize('max_elements, rows', [(1, 1), (210 * 4, 4),
                                                 (210 * 37, 37)])
-@pytest.mark.parametrize('feature_sum', ['reduce', 'matmul'])
+@pytest.mark.parametrize('feature_sum', FEATURE_SUMS)
 def test_row_blocks_kernel_equals_reference(max_elements, rows, feature_sum):
     """Odd N, a row count that is no multiple of the block, one-row blocks
     and a single block, in float64, with either sum over the features."""
@@ -31,6 +31,30 @@ def test_row_blocks_kernel_equals_reference(max_elements, rows, feature_sum):
                                expected,
                                rtol=1e-12,
                                atol=1e-15)
+
+
+
+@pytest.mark.parametrize('offset', [0., 1e3, -1e3])
+def test_max_identity_keeps_float32_accuracy(offset):
+    """``2 max(a, b) - a - b`` cancels terms as large as the inputs; centred
+    on the landmarks' mean it stays as close to the float64 kernel as the
+    direct ``|x - y|`` form, also when every feature sits far from zero."""
+    generator = torch.Generator().manual_seed(0)
+    x = offset + torch.randn(2, 300, 32, dtype=torch.float64,
+                             generator=generator) / 4
+    y = offset + torch.randn(2, 49, 32, dtype=torch.float64,
+                             generator=generator) / 4
+    expected = laplace_kernel_forward_reference(x, y)
+    errors = {
+        feature_sum: (laplace_kernel_row_blocks(
+            x.float(), y.float(), 2**14, feature_sum).double() -
+                      expected).abs().max().item()
+        for feature_sum in ('matmul', 'max-matmul')
+    }
+    # At an offset of 1e3 both are off by the inputs' own float32 rounding
+    # (2.6e-6); near zero by 4e-9.
+    assert errors['max-matmul'] < 1e-5, errors
+    assert errors['max-matmul'] <= 2 * errors['matmul'] + 1e-8, errors
 
 
 def test_block_size_follows_the_budget():

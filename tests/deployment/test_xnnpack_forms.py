@@ -1,5 +1,6 @@
 """The XNNPACK forms of softmax attention, large depthwise convolutions,
-batched products and means and variances over the tokens: the same values
+batched products, means and variances over the tokens and long
+concatenations: the same values
 as the stock operators in double precision, None for the cases they leave
 to the stock operator, and the same outputs once applied to an exported
 program; lowered to ExecuTorch, none of the operators they exist to avoid
@@ -11,8 +12,12 @@ import torch.nn.functional as F
 
 from mmlaplacian.models.layers import SoftmaxAttention
 from mmlaplacian.ops import export_decompositions
-from mmlaplacian.deployment.xnnpack_forms import (DEPTHWISE_TAPS,
-                                                  apply_xnnpack_forms, conv2d,
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from mmlaplacian.deployment.xnnpack_forms import (CONCAT_INPUTS,
+                                                  DEPTHWISE_TAPS,
+                                                  apply_xnnpack_forms,
+                                                  concatenation, conv2d,
                                                   matmul, softmax_attention,
                                                   token_mean, token_variance,
                                                   token_variance_unbiased)
@@ -155,10 +160,36 @@ def test_other_reductions_are_left_to_the_stock_operator(case):
     assert case(_double(2, 5, 3)) is None
 
 
+@pytest.mark.parametrize('count,levels', [(6, 2), (25, 2), (26, 3),
+                                          (101, 3), (126, 4)])
+@pytest.mark.parametrize('dim', [1, -1])
+def test_long_concatenation_is_a_balanced_tree(count, levels, dim):
+    """Equal to ``cat``, in ``cat``s of at most 5 inputs that copy each
+    element once per level: ExecuTorch's own split, a chain, copies what
+    every earlier link joined again."""
+    parts = [_double(2, 3, index % 4 + 1, seed=index) for index in range(count)]
+    if dim == 1:
+        parts = [p.transpose(1, 2) for p in parts]  # non-contiguous inputs
+    expected = torch.cat(parts, dim)
+    assert torch.equal(concatenation(parts, dim), expected)
+    graph = make_fx(lambda *t: concatenation(t, dim))(*parts).graph
+    cats = [n for n in graph.nodes if n.target == aten.cat.default]
+    assert max(len(n.args[0]) for n in cats) <= CONCAT_INPUTS
+    copied = sum(n.meta['val'].numel() for n in cats)
+    assert copied <= levels * expected.numel()
+    assert copied > (levels - 1) * expected.numel()
+
+
+def test_short_concatenation_is_left_to_the_stock_operator():
+    parts = [_double(2, 3, seed=index) for index in range(CONCAT_INPUTS)]
+    assert concatenation(parts, 0) is None
+
+
 class _Parts(nn.Module):
     """A 9x9 depthwise convolution, the last stage's softmax attention, a
-    batched product and moments over the tokens: each form's case; and a
-    mean over the image, which XNNPACK takes as it is."""
+    batched product, moments over the tokens and a concatenation of 6 row
+    blocks: each form's case; and a mean over the image, which XNNPACK
+    takes as it is."""
 
     def __init__(self):
         super().__init__()
@@ -175,7 +206,8 @@ class _Parts(nn.Module):
         gram = heads.transpose(-1, -2) @ heads  # (1, 2, 4, 4)
         moments = (heads.mean(-2, keepdim=True) +
                    heads.var(-2, unbiased=False, keepdim=True))
-        return attended, gram, moments, x.mean((2, 3), keepdim=True)
+        blocks = torch.cat([part.exp() for part in attended.split(20, 1)], 1)
+        return attended, gram, moments, x.mean((2, 3), keepdim=True), blocks
 
 
 def _with_forms(module, image):
@@ -197,6 +229,9 @@ def test_forms_replace_the_operators_in_an_exported_program():
     for absent in (aten.scaled_dot_product_attention.default,
                    aten.matmul.default, aten.var.dim, aten.var.correction):
         assert absent not in targets
+    # 120 tokens in 6 blocks: a cat of 5, then one of it and the sixth.
+    cats = [n for n in calls if n.target == aten.cat.default]
+    assert sorted(len(n.args[0]) for n in cats) == [2, 5]
     # The mean over the image is XNNPACK's own: left as it was.
     means = [n.args[1] for n in calls if n.target == aten.mean.dim]
     assert means == [[2, 3]]
