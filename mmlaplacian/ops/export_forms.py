@@ -120,31 +120,29 @@ def _row_block_distances_by_products(x: torch.Tensor, y: torch.Tensor,
     """``sum_c |x_c - y_c|`` per block of ``step`` rows, ``(..., Nb, M)``
     each, the features added by a product with a constant column: the
     ``'matmul'`` and ``'max-matmul'`` forms (module docstring)."""
-    # Views rather than (un)squeezes: XNNPACK takes views as reshapes,
-    # (un)squeezes would run as portable copies between its subgraphs.
     if max_identity:
         center = y.mean(dim=-2, keepdim=True)
         x, y = x - center, y - center
-        ones = _column(x, 1.)
-        x_sums = (x @ ones).split(step, dim=-2)  # (..., Nb, 1) each
-        y_sums = (y @ ones).view(*y.shape[:-2], 1, y.shape[-2])  # (..., 1, M)
-        column = _column(x, 2.)
-    else:
-        column = _column(x, 1.)
+    # Views rather than (un)squeezes: XNNPACK takes views as reshapes,
+    # (un)squeezes would run as portable copies between its subgraphs.
     y_rows = y.view(*y.shape[:-2], 1, *y.shape[-2:])  # (..., 1, M, d)
+    column = _column(x, 2. if max_identity else 1.)
     dists = []
-    for index, part in enumerate(x.split(step, dim=-2)):
+    for part in x.split(step, dim=-2):
         rows = part.view(*part.shape[:-1], 1, part.shape[-1])
-        if max_identity:
-            features = torch.maximum(rows, y_rows)  # (..., Nb, M, d)
-        else:
-            features = (rows - y_rows).abs()
+        features = (torch.maximum(rows, y_rows) if max_identity else
+                    (rows - y_rows).abs())  # (..., Nb, M, d)
         dist = features @ column  # (..., Nb, M, 1)
-        dist = dist.view(dist.shape[:-1])
-        if max_identity:
-            dist = dist - x_sums[index] - y_sums
-        dists.append(dist)
-    return dists
+        dists.append(dist.view(dist.shape[:-1]))
+    if not max_identity:
+        return dists
+    # 2 sum_c max(x_c, y_c) less the sums of the rows' and landmarks'
+    # features, block by block, so that the blocks' cat still joins
+    # distances.
+    ones = _column(x, 1.)
+    x_sums = (x @ ones).split(step, dim=-2)  # (..., Nb, 1) each
+    y_sums = (y @ ones).view(*y.shape[:-2], 1, y.shape[-2])  # (..., 1, M)
+    return [dist - x_sum - y_sums for dist, x_sum in zip(dists, x_sums)]
 
 
 def laplace_kernel_per_feature(x: torch.Tensor,
