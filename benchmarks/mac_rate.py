@@ -164,9 +164,11 @@ def table_rows(results: List[dict]) -> List[List[str]]:
     for result in results:
         label = LABELS.get(result['model'], result['model'])
         if result['status'] != 'ok':
+            # The status and message fill the first two columns; the int8
+            # GEMM, every variant and the load stay empty.
             rows.append([label, result['status'],
                          result.get('message', '')[:60]] +
-                        [''] * (len(result['variants']) + 1))
+                        [''] * (len(result['variants']) + 2))
             continue
         rates = result['rates']
         fp32 = rates['fp32 GEMM']['macs_per_second']

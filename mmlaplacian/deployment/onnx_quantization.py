@@ -120,7 +120,13 @@ def _fold_constants(fp32_path: str, out_path: str) -> None:
     options.optimized_model_filepath = out_path
     options.log_severity_level = 3  # no notes on the nodes it cannot fold
     ort.InferenceSession(out_path, options, providers=['CPUExecutionProvider'])
-    folded = onnx.shape_inference.infer_shapes(onnx.load(out_path))
+    folded = onnx.load(out_path)
+    # Folding leaves the types of the values it removed behind. Inferred
+    # afresh: the quantizer may give a new value a removed one's name (a
+    # bias copied for a second convolution), which a stale int64 type then
+    # keeps onnxruntime from loading.
+    del folded.graph.value_info[:]
+    folded = onnx.shape_inference.infer_shapes(folded)
     add_pre_process_metadata(folded)  # what quantize_static checks for
     onnx.save(folded, out_path)
 

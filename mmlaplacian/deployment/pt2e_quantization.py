@@ -5,10 +5,10 @@
 (:func:`unshare_weights`) → torchao's ``prepare_pt2e`` with ExecuTorch's
 ``XNNPACKQuantizer`` (symmetric, per-channel weights, static activations)
 → the calibration inputs run through the observers → ``convert_pt2e``
-(quantize / dequantize pairs around each quantized operator) →
-``torch.export.export`` again, ready for ``to_edge_transform_and_lower``
-with the XNNPACK partitioner, which fuses each pair with its operator into
-an int8 kernel.
+(quantize / dequantize pairs around each quantized operator) → padding
+fed float32 (:func:`float_padding_inputs`) → ``torch.export.export``
+again, ready for ``to_edge_transform_and_lower`` with the XNNPACK
+partitioner, which fuses each pair with its operator into an int8 kernel.
 
 The quantizer takes convolutions, linear layers, ``add``, ``mul``, ``cat``
 and adaptive average pooling. Matrix products (``bmm``, ``matmul``,
@@ -60,6 +60,11 @@ QUANTIZABLE = frozenset().union(xq.CONV_TARGETS, xq.LINEAR_TARGETS,
                                 xq.ADAPTIVE_AVG_POOL2D_TARGETS)
 # The operators whose weights the XNNPACK quantizer quantizes.
 WEIGHTED = frozenset().union(xq.CONV_TARGETS, xq.LINEAR_TARGETS)
+# Operators that pad (im2col pads, then gathers), which XNNPACK runs in
+# float32 only: float_padding_inputs.
+PADDING = frozenset((torch.ops.aten.pad.default,
+                     torch.ops.aten.constant_pad_nd.default,
+                     torch.ops.aten.im2col.default))
 
 
 def _type_name(cls: type) -> str:
@@ -180,6 +185,42 @@ def unshare_weights(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return module
 
 
+def float_padding_inputs(module: torch.fx.GraphModule) -> int:
+    """Feed padding its float input instead of the int8 round trip.
+
+    XNNPACK pads float32 tensors only, yet when a dequantize feeds a pad
+    (``aten.pad``, or ``im2col``, which becomes one), ExecuTorch hands the
+    pad the int8 tensor, and XNNPACK refuses the program when it loads
+    (``Failed to create StaticConstantPad node``: Swin-T's patch merging,
+    whose input the quantizer rounds as it rounds the residual sum). The
+    pad takes the tensor the quantize node rounded, and the operator after
+    it still gets its own int8 input.
+
+    Args:
+        module (GraphModule): ``convert_pt2e``'s output, edited in place.
+
+    Returns:
+        int: The padding nodes changed.
+    """
+    dequantize = torch.ops.quantized_decomposed.dequantize_per_tensor.default
+    quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default
+    changed = 0
+    for node in list(module.graph.nodes):
+        if node.op != 'call_function' or node.target not in PADDING:
+            continue
+        source = node.args[0]
+        if (isinstance(source, Node) and source.target == dequantize
+                and isinstance(source.args[0], Node)
+                and source.args[0].target == quantize):
+            node.replace_input_with(source, source.args[0].args[0])
+            changed += 1
+    if changed:
+        module.graph.eliminate_dead_code()
+        module.graph.lint()
+        module.recompile()
+    return changed
+
+
 def check_float_parts(float_parts: Sequence[str]) -> None:
     """Check that each name is a part of :data:`PARTS`.
 
@@ -251,7 +292,9 @@ def prepare_and_calibrate(program: torch.export.ExportedProgram,
     with torch.no_grad():
         for args in calibration:
             prepared(*args)
-    return convert_pt2e(prepared)
+    converted = convert_pt2e(prepared)
+    float_padding_inputs(converted)
+    return converted
 
 
 def quantize_program(program: torch.export.ExportedProgram,
@@ -285,7 +328,7 @@ def quantize_program(program: torch.export.ExportedProgram,
 
 
 __all__ = [
-    'FloatPartsMarker', 'PARTS', 'check_float_parts', 'prepare_and_calibrate',
-    'quantization_counts', 'quantize_program', 'unshare_weights',
-    'xnnpack_quantizer'
+    'FloatPartsMarker', 'PADDING', 'PARTS', 'check_float_parts',
+    'float_padding_inputs', 'prepare_and_calibrate', 'quantization_counts',
+    'quantize_program', 'unshare_weights', 'xnnpack_quantizer'
 ]

@@ -73,6 +73,24 @@ def test_executorch_programs_are_lowered_once_and_rated(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in tmp_path.glob('*.pte')} == stamps
 
 
+def test_a_model_that_failed_keeps_its_row_in_the_table():
+    """A failed model (its program did not load) is a row of the table
+    beside the models that ran, with its status and message."""
+    timed = {'seconds': 0.5, 'macs_per_second': 2e9, 'disturbed': False}
+    variants = ['eager', 'executorch-int8']
+    ran = dict(model='lf_tiny', status='ok', variants=variants,
+               size=[64, 96], threads=1, repeat=2, allocator='default',
+               gemm_size=128, macs=1e9, load_before=0.5, load_after=0.7,
+               rates={name: dict(timed) for name in
+                      ['fp32 GEMM', 'int8 GEMM'] + variants})
+    failed = dict(model='swin_t', status='error', variants=variants,
+                  message='Failed to load method forward')
+    table = tool.format_table([ran, failed])
+    rows = [line for line in table.splitlines() if line.startswith('|')]
+    assert len({row.count('|') for row in rows}) == 1, rows
+    assert rows[-1].startswith('| Swin-T | error | Failed to load method')
+
+
 def test_unknown_variant_is_refused(capsys):
     with pytest.raises(SystemExit):
         tool.parse_args(['--variants', 'eager,onnx'])

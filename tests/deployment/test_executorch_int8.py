@@ -158,6 +158,48 @@ def test_a_weight_shared_by_two_convolutions_is_int8_in_both(tmp_path):
         assert correlation(got, ref) >= 0.999
 
 
+class PatchMerging(torch.nn.Module):
+    """Swin's patch merging after a residual sum: the quantizer rounds the
+    sum, and the padding and ``unfold`` that follow read it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+        self.reduction = torch.nn.Linear(64, 32)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        tokens = tokens + self.fc(tokens)  # (B, H*W, C), H = W = 7
+        grid = tokens.view(1, 7, 7, 16).permute(0, 3, 1, 2)
+        grid = torch.nn.functional.pad(grid, (0, 1, 0, 1))
+        patches = torch.nn.functional.unfold(grid, 2, stride=2)
+        return self.reduction(patches.transpose(1, 2))
+
+
+def test_padding_after_an_int8_sum_loads_in_xnnpack(tmp_path):
+    """XNNPACK refused such a program when it loaded (``Failed to create
+    StaticConstantPad node``): the pad and ``unfold`` now read float32, and
+    the program loads and follows eager float32."""
+    from mmlaplacian.deployment.pt2e_quantization import (
+        PADDING, prepare_and_calibrate)
+    torch.manual_seed(0)
+    merging = PatchMerging().eval()
+    args = (torch.randn(1, 49, 16), )
+    with torch.no_grad():
+        program = torch.export.export(merging, args)
+    converted = prepare_and_calibrate(program, [args])
+    dequantize = torch.ops.quantized_decomposed.dequantize_per_tensor.default
+    pads = [n for n in converted.graph.nodes if n.target in PADDING]
+    assert len(pads) == 2, pads  # the pad and unfold's im2col
+    assert all(pad.args[0].target != dequantize for pad in pads)
+    path = str(tmp_path / 'merging.pte')
+    export_executorch(merging, args, path, quantize='int8',
+                      calibration=[args])
+    with torch.no_grad():
+        expected = merging(*args)
+    got, = run_executorch(path, list(args))
+    assert correlation(got, expected) >= 0.99
+
+
 def test_tool_writes_an_int8_backbone_program_tracking_float32(
         tmp_path, shapes_images):
     """``export_executorch.py --quantize int8`` as a user runs it, on
