@@ -319,14 +319,19 @@ def launch(spec: dict, timeout: float) -> dict:
                              case_env(spec), echo=spec['profile'])
 
 
+HEADER = ['mode', 'size', 'variant', 'median s', 'speed-up', 'CPU s',
+          'CPU speed-up', 'first call s', 'max |Δ| vs eager', 'load avg']
+
+
 def table_rows(results: List[dict]) -> List[List[str]]:
     """One row per (case, variant); failed cases get one row."""
     rows = []
     for result in results:
         case = [result['mode'], size_name(result['size'])]
         if result['status'] != 'ok':
-            rows.append(case + [result['status'],
-                                result.get('message', '')[:60]] + [''] * 6)
+            # The status and message, the other columns empty.
+            row = case + [result['status'], result.get('message', '')[:60]]
+            rows.append(row + [''] * (len(HEADER) - len(row)))
             continue
         eager = result['variants']['eager']
         load = f'{result["load_before"]:.1f}→{result["load_after"]:.1f}'
@@ -345,8 +350,6 @@ def table_rows(results: List[dict]) -> List[List[str]]:
 
 
 def format_table(results: List[dict]) -> str:
-    header = ['mode', 'size', 'variant', 'median s', 'speed-up', 'CPU s',
-              'CPU speed-up', 'first call s', 'max |Δ| vs eager', 'load avg']
     first = results[0]
     title = (f'{LABELS.get(first["model"], first["model"])}, '
              f'{first["threads"]} thread(s), allocator {first["allocator"]}'
@@ -358,7 +361,7 @@ def format_table(results: List[dict]) -> str:
             'its threads busy: other load). load avg: 1-minute load average '
             'before → after the timed rounds.')
     text = (f'**{title}**\n\n' +
-            markdown_table(header, table_rows(results), 'lllrrrrrrl') +
+            markdown_table(HEADER, table_rows(results), 'lllrrrrrrl') +
             f'\n\n{note}\n')
     profiled = [(result, name, variant) for result in results
                 if result['status'] == 'ok'

@@ -158,17 +158,23 @@ def run_case(spec: dict) -> dict:
 
 
 # ----------------------------------------------------------------- parent
+def table_header(variants: Sequence[str]) -> List[str]:
+    """The table's column titles for these variants."""
+    return ['model', 'GMAC', 'fp32 GEMM GMAC/s', 'int8 GEMM GMAC/s'] + [
+        f'{variant}: s, GMAC/s (share)' for variant in variants
+    ] + ['load avg']
+
+
 def table_rows(results: List[dict]) -> List[List[str]]:
     """One row per model: its MACs, the GEMM rates, each variant's rate."""
     rows = []
     for result in results:
         label = LABELS.get(result['model'], result['model'])
         if result['status'] != 'ok':
-            # The status and message fill the first two columns; the int8
-            # GEMM, every variant and the load stay empty.
-            rows.append([label, result['status'],
-                         result.get('message', '')[:60]] +
-                        [''] * (len(result['variants']) + 2))
+            # The status and message, the other columns empty.
+            row = [label, result['status'], result.get('message', '')[:60]]
+            width = len(table_header(result['variants']))
+            rows.append(row + [''] * (width - len(row)))
             continue
         rates = result['rates']
         fp32 = rates['fp32 GEMM']['macs_per_second']
@@ -187,9 +193,7 @@ def table_rows(results: List[dict]) -> List[List[str]]:
 
 def format_table(results: List[dict]) -> str:
     first = results[0]
-    header = ['model', 'GMAC', 'fp32 GEMM GMAC/s', 'int8 GEMM GMAC/s'] + [
-        f'{variant}: s, GMAC/s (share)' for variant in first['variants']
-    ] + ['load avg']
+    header = table_header(first['variants'])
     title = (f'{size_name(first["size"])}, {first["threads"]} thread(s), '
              f'allocator {first["allocator"]}: median of {first["repeat"]} '
              f'interleaved rounds; GEMMs of {first["gemm_size"]}² matrices')
