@@ -40,4 +40,4 @@ gpu-wheels:  ## download what a bare GPU machine lacks into .whl/ for tools/gpu_
 	bash tools/gpu/download_wheels.sh
 
 clean:
-	rm -rf build mmlaplacian/_ext*.so work_dirs .pytest_cache
+	rm -rf build mmlaplacian/_ext*.so mmlaplacian/_executorch_kernels*.so work_dirs .pytest_cache

@@ -2,6 +2,8 @@
 
 The extension is compiled from ``cuda_ops/``: the C++ CPU kernels always, the CUDA
 kernels when torch has CUDA and a toolkit is found, or when ``FORCE_CUDA=1``.
+With executorch installed, ``cuda_ops/executorch/`` becomes
+``mmlaplacian._executorch_kernels``, our kernel for ExecuTorch's runtime.
 Install with ``pip install --no-build-isolation -e .`` so the extension is built
 against the torch that is already installed.
 """
@@ -9,6 +11,7 @@ import glob
 import os
 import os.path as osp
 import shutil
+from typing import Optional
 
 from setuptools import find_packages, setup
 
@@ -124,6 +127,67 @@ def make_extensions() -> list:
     ]
 
 
+def executorch_root() -> Optional[str]:
+    """The installed executorch package's folder when it ships its runtime
+    (headers and ``lib/libexecutorch.so``), else None. Found without
+    importing it: importing executorch loads all of torch's export stack."""
+    import importlib.util
+    spec = importlib.util.find_spec('executorch')
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        if (osp.isfile(osp.join(root, 'lib', 'libexecutorch.so'))
+                and osp.isdir(osp.join(root, 'include', 'executorch'))):
+            return root
+    return None
+
+
+def make_executorch_kernels() -> list:
+    """``mmlaplacian._executorch_kernels``: our kernel for ExecuTorch's
+    runtime (cuda_ops/executorch/), linked against the installed
+    executorch's runtime; nothing when executorch is not installed."""
+    if os.getenv('MMLAPLACIAN_NO_EXT', '0') == '1':
+        return []
+    root = executorch_root()
+    if root is None:
+        print('mmlaplacian: no executorch runtime (headers and '
+              'lib/libexecutorch.so) installed; '
+              'mmlaplacian._executorch_kernels is not built')
+        return []
+    from importlib.metadata import version
+    from setuptools import Extension
+    lib = osp.join(root, 'lib')
+    include = osp.join(root, 'include')
+    # A shared library with a Python extension's name, so that setuptools
+    # builds and places it like one; it is loaded with ctypes, not imported.
+    return [
+        Extension(
+            name='mmlaplacian._executorch_kernels',
+            sources=sorted(glob.glob(osp.join('cuda_ops', 'executorch',
+                                              '*.cpp'))),
+            include_dirs=[
+                osp.abspath(osp.join('cuda_ops', 'common')), include,
+                osp.join(include, 'executorch', 'runtime', 'core',
+                         'portable_type', 'c10')
+            ],
+            # What executorch's CMake package gives its consumers: its c10
+            # headers' macros, the profiler's events (the kernel's time
+            # shows in ETDump) and the thread pool behind parallel_for.
+            define_macros=[('C10_USING_CUSTOM_GENERATED_MACROS', None),
+                           ('ET_EVENT_TRACER_ENABLED', None),
+                           ('ET_USE_THREADPOOL', None),
+                           ('MMLAPLACIAN_EXECUTORCH_VERSION',
+                            f'"{version("executorch")}"')],
+            library_dirs=[lib],
+            libraries=['executorch', 'executorch_threadpool'],
+            # The executorch beside an installed mmlaplacian in
+            # site-packages, else (an editable install) the one it was
+            # built against.
+            runtime_library_dirs=['$ORIGIN/../executorch/lib', lib],
+            # The kernel's loops carry `omp simd` hints; no OpenMP runtime.
+            extra_compile_args=['-O3', '-fopenmp-simd'],
+            language='c++')
+    ]
+
+
 def make_cmdclass() -> dict:
     if os.getenv('MMLAPLACIAN_NO_EXT', '0') == '1':
         return {}
@@ -147,7 +211,7 @@ if __name__ == '__main__':
         # versions tested live in requirements/constraints/<stack>.txt.
         install_requires=read_requirements('requirements/runtime.txt'),
         extras_require=make_extras(),
-        ext_modules=make_extensions(),
+        ext_modules=make_extensions() + make_executorch_kernels(),
         cmdclass=make_cmdclass(),
         zip_safe=False,
     )

@@ -96,10 +96,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    from executorch.runtime import Runtime
-
     from mmlaplacian.deployment.executorch_export import (
         XNNPACK_BLOCK_ELEMENTS, XNNPACK_FEATURE_SUM, export_executorch)
+    from mmlaplacian.deployment.executorch_kernels import load_program
     from mmlaplacian.ops.export_forms import block_rows
     torch.set_num_threads(args.threads)
     inputs = stage_inputs(args.size, args.stage)
@@ -114,7 +113,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 for budget in budgets]
     work_dir = args.work_dir or tempfile.mkdtemp(prefix='executorch_blocks_')
     os.makedirs(work_dir, exist_ok=True)
-    runtime = Runtime.get()
     methods, lowering, blocks = [], [], []
     for feature_sum, budget in programs:
         path = os.path.join(work_dir, f'kernel_{feature_sum}_{budget}.pte')
@@ -124,7 +122,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         lowering.append(time.perf_counter() - start)
         rows = block_rows(*inputs, budget)
         blocks.append(-(-inputs[0].shape[-2] // rows))
-        method = runtime.load_program(path).load_method('forward')
+        method = load_program(path).load_method('forward')
         error = (method.execute(inputs)[0] - expected).abs().max().item()
         if error > 1e-5:
             print(f'{feature_sum}, budget {budget}: the program differs '

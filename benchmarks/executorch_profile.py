@@ -12,6 +12,10 @@ rest of ``Method::execute`` is the runtime's own bookkeeping. Inside the
 delegates XNNPACK records one event per kernel, named by its operator and
 data type (``Fully Connected (NC, QS8, QC8W) GEMM #3``): those of int8 types
 (QS8, QC8, QU8, QD8) are the time the program actually spends in int8.
+Our own kernels (a program exported with ``laplace='operator'``) are
+operator calls too, each recording an event named by its operator
+(``mmlaplacian::laplace_kernel.out``): their time is reported on its own and
+taken out of the portable kernels'.
 """
 from __future__ import annotations
 
@@ -31,6 +35,8 @@ EXECUTE = 'Method::execute'
 DELEGATE = 'DELEGATE_CALL'
 PORTABLE = 'OPERATOR_CALL'
 KERNEL_PREFIX = 'native_call_'
+# Events of our ExecuTorch kernels (mmlaplacian.deployment.executorch_kernels).
+OWN_PREFIX = 'mmlaplacian::'
 RUNTIME_EVENTS = (EXECUTE, DELEGATE, PORTABLE, 'Program::load_method',
                   'Method::init')
 INT8_TYPES = re.compile(r'\bQ[SCUD]8')
@@ -81,14 +87,14 @@ def profile_method(path: str,
     Returns:
         dict: ``execute_ms``, ``delegate_ms``, ``portable_ms``,
         ``portable_share`` (of ``execute_ms``), ``int8_ms`` (XNNPACK's int8
-        kernels), and ``portable_ops`` and ``xnnpack_ops``:
+        kernels), ``own_ms`` (our kernels, not in ``portable_ms``), and
+        ``portable_ops``, ``own_ops`` and ``xnnpack_ops``:
         ``{name: [calls, ms]}``, slowest first (XNNPACK kernels by operator
         and data type, their ``#n`` instance numbers dropped).
     """
-    from executorch.runtime import Runtime
+    from mmlaplacian.deployment.executorch_kernels import load_program
     torch.set_num_threads(threads)
-    program = Runtime.get().load_program(path, enable_etdump=True,
-                                         debug_buffer_size=0)
+    program = load_program(path, enable_etdump=True, debug_buffer_size=0)
     if inputs is None:
         inputs = random_inputs(program, method)
     loaded = program.load_method(method)
@@ -100,23 +106,30 @@ def profile_method(path: str,
             etdump, os.path.join(folder, 'debug.bin'))
         times = event_times_ms(etdump)
     execute = sum(times.get(EXECUTE, [0.]))
-    portable = sum(times.get(PORTABLE, [0.]))
     ops: Dict[str, List[float]] = {}
+    own: Dict[str, List[float]] = {}
     kernels: Dict[str, List[float]] = defaultdict(lambda: [0, 0.])
     for name, values in times.items():
         if name.startswith(KERNEL_PREFIX):
             ops[name[len(KERNEL_PREFIX):]] = [len(values), sum(values)]
+        elif name.startswith(OWN_PREFIX):
+            own[name] = [len(values), sum(values)]
         elif name not in RUNTIME_EVENTS:
             kernel = kernels[re.sub(r' #\d+$', '', name)]
             kernel[0] += len(values)
             kernel[1] += sum(values)
+    # Our kernels' calls are operator calls too: the rest is portable.
+    own_ms = sum(ms for _, ms in own.values())
+    portable = sum(times.get(PORTABLE, [0.])) - own_ms
     return dict(execute_ms=execute,
                 delegate_ms=sum(times.get(DELEGATE, [0.])),
                 portable_ms=portable,
                 portable_share=portable / execute if execute else 0.,
                 int8_ms=sum(ms for name, (_, ms) in kernels.items()
                             if INT8_TYPES.search(name)),
+                own_ms=own_ms,
                 portable_ops=_slowest_first(ops),
+                own_ops=_slowest_first(own),
                 xnnpack_ops=_slowest_first(kernels))
 
 
@@ -126,7 +139,7 @@ def _slowest_first(ops: Dict[str, List[float]]) -> Dict[str, List[float]]:
 
 PROFILE_HEADER = ['program', 'execute ms', 'XNNPACK ms',
                   'of which int8 kernels', 'portable ms', 'portable share',
-                  'slowest portable operators']
+                  'our kernels ms', 'slowest portable operators']
 
 
 def profile_row(label: str, result: dict, top: int = 5) -> List[str]:
@@ -137,6 +150,7 @@ def profile_row(label: str, result: dict, top: int = 5) -> List[str]:
     return [label, f'{result["execute_ms"]:.1f}',
             f'{result["delegate_ms"]:.1f}', f'{result["int8_ms"]:.1f}',
             f'{result["portable_ms"]:.1f}', f'{result["portable_share"]:.1%}',
+            f'{result["own_ms"]:.1f}' if result['own_ops'] else '—',
             ops or '—']
 
 
@@ -148,7 +162,7 @@ def xnnpack_row(label: str, result: dict, top: int = 6) -> List[str]:
 
 
 def profile_table(rows: Sequence[Sequence[str]]) -> str:
-    return markdown_table(PROFILE_HEADER, rows, align='lrrrrrl')
+    return markdown_table(PROFILE_HEADER, rows, align='lrrrrrrl')
 
 
 def xnnpack_table(rows: Sequence[Sequence[str]]) -> str:

@@ -12,11 +12,12 @@ multiply-accumulates are counted once by tracing the built model
 one product of two ``--gemm-size`` square matrices in fp32 (``torch.mm``)
 and in int8 (``torch._int_mm``, int32 accumulation), and one forward of each
 variant (eval mode, ``torch.no_grad()``, random weights; the variants of
-:mod:`benchmarks.compiled_speed`, and ``executorch-fp32`` / ``-int8``: the
+:mod:`benchmarks.compiled_speed`; ``executorch-fp32`` / ``-int8``: the
 backbone lowered to XNNPACK, int8 calibrated on 8 images of
-``--calibration-images``, the programs kept in ``--out-dir`` for the next
-run), all on
-``--threads`` threads, after one warm-up call of each. A rate is MACs /
+``--calibration-images``; ``executorch-operator-fp32`` / ``-int8``: the
+same with the Laplacian kernel run by our ExecuTorch kernel; the programs
+kept in ``--out-dir`` for the next run), all on ``--threads`` threads,
+after one warm-up call of each. A rate is MACs /
 median seconds; ``share`` is a forward's rate over the fp32 GEMM rate of the
 same run (an int8 program's too: int8 GEMMs are the faster ceiling).
 
@@ -47,7 +48,11 @@ from benchmarks.runtime_speed import CALIBRATION_IMAGES
 from benchmarks.tables import markdown_table
 
 GEMMS = ('fp32 GEMM', 'int8 GEMM')
-EXECUTORCH_VARIANTS = ('executorch-fp32', 'executorch-int8')
+# ``executorch-operator-*``: the Laplacian kernel as our operator, run by
+# our ExecuTorch kernel (export_executorch's laplace='operator').
+OPERATOR_VARIANT = 'executorch-operator-'
+EXECUTORCH_VARIANTS = ('executorch-fp32', 'executorch-int8',
+                       'executorch-operator-fp32', 'executorch-operator-int8')
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -102,14 +107,16 @@ def executorch_pass(base: torch.nn.Module, image: torch.Tensor,
                     variant: str, spec: dict) -> Callable[[], object]:
     """One forward of the backbone's ExecuTorch program, lowered to
     ``spec['out_dir']`` unless it is there already."""
-    from executorch.runtime import Runtime
-
     from mmlaplacian.deployment import BackboneForExport
     from mmlaplacian.deployment.executorch_export import export_executorch
-    precision = variant.split('-')[1]
+    from mmlaplacian.deployment.executorch_kernels import load_program
+    precision = variant.split('-')[-1]
+    laplace = 'operator' if variant.startswith(OPERATOR_VARIANT) else 'auto'
     name = osp.splitext(osp.basename(spec['model']))[0]
-    path = osp.join(spec['out_dir'],
-                    '{}_{}x{}.{}.pte'.format(name, *spec['size'], precision))
+    suffix = '.operator' if laplace == 'operator' else ''
+    path = osp.join(
+        spec['out_dir'],
+        '{}_{}x{}.{}{}.pte'.format(name, *spec['size'], precision, suffix))
     if not osp.exists(path):
         calibration = None
         if precision == 'int8':
@@ -117,9 +124,10 @@ def executorch_pass(base: torch.nn.Module, image: torch.Tensor,
             calibration = calibration_inputs(spec['calibration_images'],
                                              spec['size'], 8, normalize=True)
         export_executorch(BackboneForExport(copy.deepcopy(base)), image, path,
+                          laplace=laplace,
                           quantize='int8' if calibration else None,
                           calibration=calibration)
-    method = Runtime.get().load_program(path).load_method('forward')
+    method = load_program(path).load_method('forward')
     return lambda: method.execute([image])
 
 

@@ -1,9 +1,11 @@
 """Accuracy of a trained detector or segmentor in every runtime we export to.
 
 The config's test set is run through PyTorch eager (mmdet's / mmseg's own
-``test_step``), ExecuTorch (XNNPACK) fp32 and int8, and onnxruntime fp32 and
-int8, and each runtime's predictions go through the config's own evaluator:
-pycocotools box and mask AP for a detector, mmseg's mIoU for a segmentor.
+``test_step``), ExecuTorch (XNNPACK) fp32 and int8 (and the same with our
+ExecuTorch kernel for the Laplacian kernel, ``executorch-operator-*``; they
+are skipped where it is not built), and onnxruntime fp32 and int8, and each
+runtime's predictions go through the config's own evaluator: pycocotools
+box and mask AP for a detector, mmseg's mIoU for a segmentor.
 The int8 programs are calibrated on the training images
 (``--calibration-images``, default the config's training folder). The table
 gives each runtime's metrics, the change against PyTorch and whether it is
@@ -36,7 +38,11 @@ from benchmarks.tables import markdown_table
 from mmlaplacian.deployment.loading import is_segmentor_config, load_model
 
 RUNTIMES = ('pytorch', 'executorch-fp32', 'executorch-int8',
-            'onnxruntime-fp32', 'onnxruntime-int8')
+            'onnxruntime-fp32', 'onnxruntime-int8', 'executorch-operator-fp32',
+            'executorch-operator-int8')
+# ExecuTorch programs that keep the Laplacian kernel as our operator, run by
+# our ExecuTorch kernel (export_executorch's laplace='operator').
+OPERATOR_RUNTIME = 'executorch-operator-'
 # The largest change against PyTorch each runtime may show, by metric kind.
 BOUNDS = {
     'fp32': {'bbox_mAP': 0.005, 'segm_mAP': 0.005, 'mIoU': 0.2},
@@ -172,6 +178,19 @@ def export_module(model, cfg):
     return build_exportable_detector(model).eval()
 
 
+def kernels_available() -> bool:
+    """Whether our ExecuTorch kernel loads here (the operator runtimes
+    need it); says why not."""
+    from mmlaplacian.deployment.executorch_kernels import \
+        load_executorch_kernels
+    try:
+        load_executorch_kernels()
+        return True
+    except ImportError as err:
+        print(f'   skipped: {err}', flush=True)
+        return False
+
+
 def build_predictors(args, cfg, model, shape, calibration) -> Dict:
     """One ``test_step`` per runtime; the exports are made here, timed."""
     from mmlaplacian.deployment import export_onnx, graph_input
@@ -192,11 +211,16 @@ def build_predictors(args, cfg, model, shape, calibration) -> Dict:
         if runtime == 'pytorch':
             predictors[runtime] = model
         elif runtime.startswith('executorch'):
-            path = f'{stem}.{precision}.pte'
+            laplace = ('operator' if runtime.startswith(OPERATOR_RUNTIME)
+                       else 'auto')
+            if laplace == 'operator' and not kernels_available():
+                continue
+            suffix = '.operator' if laplace == 'operator' else ''
+            path = f'{stem}.{precision}{suffix}.pte'
             if segmentor:
                 export_executorch(export_module(model, cfg),
                                   graph_input(shape, detector=True), path,
-                                  quantize=quantize,
+                                  laplace=laplace, quantize=quantize,
                                   calibration=calibration if quantize else
                                   None)
                 predictors[runtime] = SegmentationProgram(
@@ -208,7 +232,8 @@ def build_predictors(args, cfg, model, shape, calibration) -> Dict:
                     ExecuTorchDetector
                 programs = export_detector_executorch(
                     model, shape, path, quantize=quantize,
-                    calibration=calibration if quantize else None)
+                    calibration=calibration if quantize else None,
+                    laplace=laplace)
                 predictors[runtime] = ExecuTorchDetector(cfg, **programs.paths)
         else:
             fp32 = f'{stem}.fp32.onnx'

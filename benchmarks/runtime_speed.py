@@ -6,9 +6,12 @@ in every runtime we export to, side by side on this CPU.
 
 For each (model, size) the programs are exported once (under
 ``--work-dir``, reused when present): ONNX fp32 and int8 (onnxruntime's
-static QDQ), ExecuTorch fp32 and int8 (PT2E, XNNPACK). One fresh process
-then times every runtime interleaved pass by pass (so the machine's load
-falls on all alike), and each runtime's peak resident memory is measured in
+static QDQ), ExecuTorch fp32 and int8 (PT2E, XNNPACK), each with the
+Laplacian kernel in standard operators and as our operator
+(``executorch-operator-*``: run by our ExecuTorch kernel,
+:mod:`mmlaplacian.deployment.executorch_kernels`). One fresh process then
+times every runtime interleaved pass by pass (so the machine's load falls
+on all alike), and each runtime's peak resident memory is measured in
 a fresh process of its own. Weights are random (seeded): speed does not
 depend on them; int8 calibrates on a few quick-start training images. A
 program that fails to export is reported with its error, and the other
@@ -46,7 +49,12 @@ from benchmarks.harness import (REPO_ROOT, peak_rss_mb, run_in_subprocess,
 from benchmarks.tables import markdown_table
 
 RUNTIMES = ('eager', 'onnxruntime-fp32', 'onnxruntime-int8',
-            'executorch-fp32', 'executorch-int8')
+            'executorch-fp32', 'executorch-int8', 'executorch-operator-fp32',
+            'executorch-operator-int8')
+# The ExecuTorch runtimes whose programs keep the Laplacian kernel as our
+# operator, run by our ExecuTorch kernel (export_executorch's
+# laplace='operator'); the others hold its standard-operator form.
+OPERATOR_RUNTIME = 'executorch-operator-'
 # model -> (config or None for the backbone alone, quick-start size)
 MODELS: Dict[str, tuple] = {
     'backbone': (None, (192, 192)),
@@ -148,8 +156,10 @@ def _export(name: str, model: torch.nn.Module, image: torch.Tensor,
     detector's ``{'dense': path, 'roi_heads': path}``."""
     from mmlaplacian.deployment import export_onnx
     from mmlaplacian.deployment.executorch_export import export_executorch
-    precision = runtime.split('-')[1]
+    precision = runtime.split('-')[-1]
     quantize = 'int8' if precision == 'int8' else None
+    laplace = ('operator' if runtime.startswith(OPERATOR_RUNTIME) else
+               'auto')
     if runtime.startswith('onnxruntime'):
         path = f'{stem}.{precision}.onnx'
         fp32 = f'{stem}.fp32.onnx'
@@ -164,7 +174,8 @@ def _export(name: str, model: torch.nn.Module, image: torch.Tensor,
             print(f'   quantizing {path}', flush=True)
             quantize_onnx(fp32, path, calibration.inputs())
         return path
-    path = f'{stem}.{precision}.pte'
+    suffix = '.operator' if laplace == 'operator' else ''
+    path = f'{stem}.{precision}{suffix}.pte'
     if name in DETECTORS:
         from mmlaplacian.deployment.executorch_detectors import (
             export_detector_executorch, program_paths)
@@ -173,11 +184,13 @@ def _export(name: str, model: torch.nn.Module, image: torch.Tensor,
             print(f'   lowering {path}', flush=True)
             export_detector_executorch(
                 build_openmmlab_model(name), shape, path, quantize=quantize,
-                calibration=calibration.inputs() if quantize else None)
+                calibration=calibration.inputs() if quantize else None,
+                laplace=laplace)
         return files
     if not osp.exists(path):
         print(f'   lowering {path}', flush=True)
-        export_executorch(model, image, path, quantize=quantize,
+        export_executorch(model, image, path, laplace=laplace,
+                          quantize=quantize,
                           calibration=calibration.inputs() if quantize
                           else None)
     return path
@@ -206,8 +219,8 @@ def _runner(runtime: str, spec: dict) -> Callable[[], object]:
         detector = ExecuTorchDetector(osp.join(REPO_ROOT, MODELS[name][0]),
                                       **path)
         return lambda: detector.predict(image[0])
-    from executorch.runtime import Runtime
-    method = Runtime.get().load_program(path).load_method('forward')
+    from mmlaplacian.deployment.executorch_kernels import load_program
+    method = load_program(path).load_method('forward')
     return lambda: method.execute([image])
 
 
@@ -231,7 +244,8 @@ def run_case(spec: dict) -> dict:
         try:
             runners[runtime] = _runner(runtime, spec)
             runners[runtime]()  # warm-up: allocations, thread pools, caches
-        except RuntimeError as err:  # e.g. a program XNNPACK refuses
+        # e.g. a program XNNPACK refuses, or our kernel library not built
+        except (RuntimeError, ImportError) as err:
             runners.pop(runtime, None)
             failures[runtime] = str(err).strip().splitlines()[-1]
     times = time_passes([lambda _=None, r=r: r() for r in runners.values()],

@@ -58,6 +58,19 @@ def openmmlab_stack() -> str:
     return 'none'
 
 
+def _executorch_kernels_state() -> str:
+    """Whether our ExecuTorch kernel library is built and loads."""
+    try:
+        from mmlaplacian.deployment.executorch_kernels import (
+            kernels_library, load_executorch_kernels)
+        if kernels_library() is None:
+            return 'not built (executorch absent at build time)'
+        load_executorch_kernels()
+        return 'loads'
+    except Exception as err:
+        return f'NO ({type(err).__name__}: {err})'
+
+
 def collect_env() -> Dict[str, str]:
     """Everything a bug report needs, as an ordered name → value mapping."""
     env: Dict[str, str] = OrderedDict()
@@ -95,6 +108,8 @@ def collect_env() -> Dict[str, str]:
         env['mmlaplacian._ext CUDA archs'] = str(info.get('cuda_arch_list'))
     except Exception as err:
         env['mmlaplacian._ext devices'] = f'unknown ({err})'
+    env['executorch'] = _version('executorch')
+    env['mmlaplacian._executorch_kernels'] = _executorch_kernels_state()
     env['GCC'] = _command_output(['gcc', '--version'], last=False)
     env['NVCC'] = _command_output(['nvcc', '--version'], last=True)
     return env

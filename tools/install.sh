@@ -180,12 +180,12 @@ else
   with_executorch=0
 fi
 
-step "mmlaplacian and its extension mmlaplacian._ext"
+step "mmlaplacian and its extensions (mmlaplacian._ext; with executorch, mmlaplacian._executorch_kernels)"
 if [ "${FORCE_CUDA:-0}" = "1" ]; then
   echo "FORCE_CUDA=1: compiling the CUDA kernels too (TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-7.5;8.0;8.6;8.9;9.0})"
 fi
 # An in-place build is incremental (ninja): a second run recompiles nothing.
-"$PY" setup.py -q build_ext --inplace || die "building mmlaplacian._ext failed (see above)" \
+"$PY" setup.py -q build_ext --inplace || die "building mmlaplacian._ext or mmlaplacian._executorch_kernels failed (see above)" \
   "check the compiler output; FORCE_CUDA=1 needs a CUDA build of torch and nvcc"
 # Checked from / so that the source folder on sys.path does not answer for it.
 if ! (cd / && "$PY" -c "import mmlaplacian, os, sys; sys.exit(not os.path.samefile(os.path.dirname(mmlaplacian.__file__), '$PWD/mmlaplacian'))") 2>/dev/null; then
@@ -198,6 +198,8 @@ step "check"
 if [ "$with_executorch" = 1 ]; then
   "$PY" -c "import torch, executorch.exir, executorch.runtime; assert torch.__version__ == '$torch_version'" \
     || die "executorch does not import beside torch $torch_version" "read the error above; rerun bash tools/install.sh"
+  "$PY" -c "from mmlaplacian.deployment.executorch_kernels import load_executorch_kernels; load_executorch_kernels()" \
+    || die "mmlaplacian._executorch_kernels does not load" "read the error above; rerun bash tools/install.sh"
 fi
 "$PY" -m mmlaplacian.info
 echo

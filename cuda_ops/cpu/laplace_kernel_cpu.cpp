@@ -19,99 +19,15 @@
 #include <vector>
 
 #include "cpu_simd.hpp"
+#include "laplace_kernel_forward.hpp"
 #include "pytorch_cpp_helper.hpp"
 
 namespace mmlaplacian {
 namespace {
 
-// ---------------------------------------------------------------- forward --
-//
-// The forward pass vectorises over landmarks j rather than features c: with y
-// transposed to yt (d, Mp) (M zero-padded to a multiple of kColPad),
-// a block of kRowBlock rows x kColBlock columns keeps its L1 sums in
-// registers while c runs over d, and needs no horizontal reductions.
-
-constexpr int64_t kRowBlock = 4;
-constexpr int64_t kColBlock = 16;
-constexpr int64_t kColPad = 8;  // M is padded to a multiple of this
-
-// out[r, j0 + jj] = exp(-sum_c |x[r, c] - yt[c, j0 + jj]|) for R rows and
-// the JB columns of one block that lie below `cols`.
-template <typename T, int R, int JB>
-MMLAPLACIAN_ALWAYS_INLINE void forward_block(const T* x, const T* yt,
-                                             T* out, int64_t j0, int64_t cols,
-                                             int64_t padded_cols, int64_t d) {
-  T acc[R][JB];
-  for (int r = 0; r < R; ++r) {
-#pragma omp simd
-    for (int jj = 0; jj < JB; ++jj) acc[r][jj] = 0;
-  }
-  for (int64_t c = 0; c < d; ++c) {
-    const T* yc = yt + c * padded_cols + j0;
-    for (int r = 0; r < R; ++r) {
-      const T xv = x[r * d + c];
-#pragma omp simd
-      for (int jj = 0; jj < JB; ++jj) acc[r][jj] += std::abs(xv - yc[jj]);
-    }
-  }
-  const int64_t valid = std::min<int64_t>(JB, cols - j0);
-  for (int r = 0; r < R; ++r) {
-    T* outr = out + r * cols + j0;
-    if (valid == JB) {
-#pragma omp simd
-      for (int jj = 0; jj < JB; ++jj) outr[jj] = exp_nonpositive(-acc[r][jj]);
-    } else {
-#pragma omp simd
-      for (int jj = 0; jj < JB; ++jj) acc[r][jj] = exp_nonpositive(-acc[r][jj]);
-      for (int64_t jj = 0; jj < valid; ++jj) outr[jj] = acc[r][jj];
-    }
-  }
-}
-
-// R rows against all columns: blocks of kColBlock, then one of kColPad.
-template <typename T, int R>
-MMLAPLACIAN_ALWAYS_INLINE void forward_row_block(const T* x, const T* yt,
-                                                 T* out, int64_t cols,
-                                                 int64_t padded_cols,
-                                                 int64_t d) {
-  int64_t j0 = 0;
-  for (; j0 + kColBlock <= padded_cols; j0 += kColBlock) {
-    forward_block<T, R, kColBlock>(x, yt, out, j0, cols, padded_cols, d);
-  }
-  if (j0 < padded_cols) {
-    forward_block<T, R, kColPad>(x, yt, out, j0, cols, padded_cols, d);
-  }
-}
-
-// Rows [0, rows) of one batch against all columns.
-template <typename T>
-MMLAPLACIAN_ALWAYS_INLINE void forward_rows(const T* x, const T* yt, T* out,
-                                            int64_t rows, int64_t cols,
-                                            int64_t padded_cols, int64_t d) {
-  int64_t r = 0;
-  for (; r + kRowBlock <= rows; r += kRowBlock) {
-    forward_row_block<T, kRowBlock>(x + r * d, yt, out + r * cols, cols,
-                                    padded_cols, d);
-  }
-  for (; r < rows; ++r) {
-    forward_row_block<T, 1>(x + r * d, yt, out + r * cols, cols, padded_cols,
-                            d);
-  }
-}
-
-MMLAPLACIAN_SIMD_CLONES
-void forward_rows_simd(const float* x, const float* yt, float* out,
-                       int64_t rows, int64_t cols, int64_t padded_cols,
-                       int64_t d) {
-  forward_rows(x, yt, out, rows, cols, padded_cols, d);
-}
-
-MMLAPLACIAN_SIMD_CLONES
-void forward_rows_simd(const double* x, const double* yt, double* out,
-                       int64_t rows, int64_t cols, int64_t padded_cols,
-                       int64_t d) {
-  forward_rows(x, yt, out, rows, cols, padded_cols, d);
-}
+using laplace_forward::forward_grain;
+using laplace_forward::forward_rows_simd;
+using laplace_forward::padded_columns;
 
 // --------------------------------------------------------------- backward --
 
@@ -247,13 +163,6 @@ void backward_rows_simd(const double* grad, const double* out, const double* x,
   backward_rows_any(grad, out, x, y, dx, dy_part, rows, cols, d, scratch);
 }
 
-// Rows per forward task: enough work per task (~256k |.| terms) to amortise
-// scheduling, few enough to balance the threads.
-int64_t forward_grain(int64_t cols, int64_t d) {
-  const int64_t rows = (1 << 18) / std::max<int64_t>(1, cols * d);
-  return std::max<int64_t>(kRowBlock, rows - rows % kRowBlock);
-}
-
 // The dy reduction over rows uses one partial buffer per row chunk; the
 // chunking depends only on N, so results do not depend on the thread count.
 int64_t backward_chunks(int64_t rows) {
@@ -270,7 +179,7 @@ at::Tensor laplace_kernel_cpu(const at::Tensor& x_in, const at::Tensor& y_in) {
   if (out.numel() == 0) return out;
 
   // yt (B, d, Mp): y transposed, zero-padded to whole column blocks.
-  const int64_t padded_cols = (s.cols + kColPad - 1) / kColPad * kColPad;
+  const int64_t padded_cols = padded_columns(s.cols);
   at::Tensor yt = at::zeros({s.batch, s.dim, padded_cols}, y.options());
   yt.narrow(2, 0, s.cols).copy_(y.transpose(1, 2));
 

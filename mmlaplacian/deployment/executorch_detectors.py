@@ -170,7 +170,9 @@ def export_detector_executorch(
             (:func:`~mmlaplacian.deployment.calibration.
             calibration_inputs`). The RoI heads calibrate on the pooled
             features of the same images.
-        laplace (str): Graph form of the Laplacian kernel.
+        laplace (str): Graph form of the Laplacian kernel, or
+            ``'operator'`` (our ExecuTorch kernel; :func:`~mmlaplacian.
+            deployment.executorch_export.export_executorch`).
         block_elements (int): Element budget of one row block of the
             Laplacian kernel (:data:`~mmlaplacian.deployment.
             executorch_export.XNNPACK_BLOCK_ELEMENTS`).

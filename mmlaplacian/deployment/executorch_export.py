@@ -12,6 +12,11 @@ portable kernels; the result lists them, so their cost can be judged.
 One program may hold several methods (e.g. a detector's dense part and its
 RoI heads): pass ``{method_name: (module, example_args)}``.
 
+With ``laplace='operator'`` the program keeps the Laplacian kernel as our
+operator, which runs in our ExecuTorch kernel
+(:mod:`mmlaplacian.deployment.executorch_kernels`) instead of standard
+operators: faster, but a runtime needs that kernel to load the program.
+
 Needs ``executorch`` (``pip install executorch``, which brings torchao).
 """
 from __future__ import annotations
@@ -24,14 +29,19 @@ from typing import (Dict, List, Mapping, Optional, Sequence, Tuple, Union)
 import torch
 import torch.nn as nn
 
-from mmlaplacian.ops.export_forms import export_decompositions
+from mmlaplacian.ops.export_forms import LAPLACE_FORMS, export_decompositions
+from mmlaplacian.ops.extension import NAMESPACE
 
+from .executorch_kernels import declare_out_variant, load_program
 from .xnnpack_forms import apply_xnnpack_forms
 
 DELEGATE_CALL = 'executorch_call_delegate'
 # Graph plumbing that is no computation: left out of the portable-op list.
 _PLUMBING = ('getitem', 'executorch_call_delegate', 'alloc')
 QUANTIZE_MODES = (None, 'int8')
+# The Laplacian kernel kept as our operator, run by our ExecuTorch kernel.
+LAPLACE_OPERATOR = 'operator'
+EXECUTORCH_LAPLACE_FORMS = LAPLACE_FORMS + (LAPLACE_OPERATOR, )
 # Element budget of one row block of the Laplacian kernel in XNNPACK: 2M
 # fp32 elements, 8 MiB. XNNPACK runs a block as a few operators over the
 # whole block, so fewer, larger blocks pay each operator's fixed cost less
@@ -57,6 +67,8 @@ class MethodLowering:
         int8_delegates (int): Those of them that hold int8 operators.
         portable_ops (Counter[str]): Operators left to the portable
             kernels, by name, with their counts.
+        own_ops (Counter[str]): Our operators, run by our ExecuTorch
+            kernels (``laplace='operator'``), by name.
         quantized (Counter[str]): With int8: the operators the quantizer
             took (int8 inputs), by name.
         float_ops (Counter[str]): With int8: the operators of the kinds the
@@ -66,6 +78,7 @@ class MethodLowering:
     delegated: int = 0
     int8_delegates: int = 0
     portable_ops: Counter = field(default_factory=Counter)
+    own_ops: Counter = field(default_factory=Counter)
     quantized: Counter = field(default_factory=Counter)
     float_ops: Counter = field(default_factory=Counter)
 
@@ -99,6 +112,11 @@ class ExecuTorchResult:
     def portable_ops(self) -> Counter:
         """Operators left to the portable kernels, over all methods."""
         return sum((m.portable_ops for m in self.methods.values()), Counter())
+
+    @property
+    def own_ops(self) -> Counter:
+        """Our operators, over all methods."""
+        return sum((m.own_ops for m in self.methods.values()), Counter())
 
     @property
     def quantized(self) -> Counter:
@@ -175,6 +193,11 @@ def _holds_int8(lowered) -> bool:
                for node in lowered.original_module.graph.nodes)
 
 
+def _is_own(node) -> bool:
+    """Whether a node calls one of our operators (``mmlaplacian::*``)."""
+    return f'{NAMESPACE}.' in str(node.target)
+
+
 def _lowering(program, quantized: Counter,
               float_ops: Counter) -> MethodLowering:
     """A lowered method's report from its edge program."""
@@ -189,9 +212,48 @@ def _lowering(program, quantized: Counter,
         delegated=len(delegates),
         int8_delegates=sum(map(_holds_int8, delegates)),
         portable_ops=Counter(
-            n for n in names if not any(p in n for p in _PLUMBING)),
+            name for node, name in zip(calls, names)
+            if not any(p in name for p in _PLUMBING) and not _is_own(node)),
+        own_ops=Counter(
+            f'{NAMESPACE}.{name}' for node, name in zip(calls, names)
+            if _is_own(node)),
         quantized=quantized,
         float_ops=float_ops)
+
+
+def executorch_decompositions(laplace: str, block_elements: int,
+                               feature_sum: str) -> Dict:
+    """:func:`~mmlaplacian.ops.export_decompositions` for an ExecuTorch
+    program; with ``laplace='operator'`` the Laplacian kernel stays our
+    operator (and its ``out`` form is declared for the lowering)."""
+    if laplace not in EXECUTORCH_LAPLACE_FORMS:
+        raise ValueError(f'Laplacian kernel graph form must be one of '
+                         f'{EXECUTORCH_LAPLACE_FORMS}, got {laplace!r}')
+    if laplace != LAPLACE_OPERATOR:
+        return export_decompositions(laplace, block_elements, feature_sum)
+    table = export_decompositions('auto', block_elements, feature_sum)
+    del table[torch.ops.mmlaplacian.laplace_kernel.default]
+    declare_out_variant()
+    return table
+
+
+def check_operator_inputs(program: torch.export.ExportedProgram) -> None:
+    """Check that every call of our Laplacian-kernel operator left in
+    ``program`` reads float32, the one dtype our ExecuTorch kernel takes.
+
+    Raises:
+        ValueError: A call with inputs of another dtype (named).
+    """
+    for node in program.graph.nodes:
+        if node.target is not torch.ops.mmlaplacian.laplace_kernel.default:
+            continue
+        dtypes = [arg.meta['val'].dtype for arg in node.args[:2]]
+        if any(dtype != torch.float32 for dtype in dtypes):
+            raise ValueError(
+                f"export_executorch: laplace='operator' runs the Laplacian "
+                f'kernel in our ExecuTorch kernel, which takes float32; '
+                f'{node.name} reads {dtypes[0]} and {dtypes[1]} (export the '
+                f"model in float32, or use laplace='auto')")
 
 
 def export_executorch(module: Union[nn.Module, Methods],
@@ -217,7 +279,8 @@ def export_executorch(module: Union[nn.Module, Methods],
             with the dict form.
         path (str): Output ``.pte`` file.
         laplace (str): Graph form of the Laplacian kernel
-            (:mod:`mmlaplacian.ops.export_forms`).
+            (:mod:`mmlaplacian.ops.export_forms`), or ``'operator'``: our
+            operator, run by our ExecuTorch kernel (module docstring).
         quantize (str, optional): None (float32) or ``'int8'``: static
             int8 through PT2E and the XNNPACK quantizer
             (:func:`~mmlaplacian.deployment.pt2e_quantization.
@@ -243,8 +306,9 @@ def export_executorch(module: Union[nn.Module, Methods],
         ImportError: executorch is not installed (the message says how to
             install it).
         ValueError: An unknown ``quantize``, float part, Laplacian form or
-            feature sum, a block budget below 1, or int8 without
-            calibration inputs for a method.
+            feature sum, a block budget below 1, int8 without calibration
+            inputs for a method, or ``laplace='operator'`` on inputs that
+            are not float32.
         TypeError: A dict entry that is not ``(module, args_tuple)``.
     """
     if quantize not in QUANTIZE_MODES:
@@ -272,8 +336,8 @@ def export_executorch(module: Union[nn.Module, Methods],
             for name in methods
         }
     # Built (and its arguments checked) before any export.
-    decompositions = export_decompositions(laplace, block_elements,
-                                           feature_sum)
+    decompositions = executorch_decompositions(laplace, block_elements,
+                                               feature_sum)
     start = time.perf_counter()
     programs, counts = {}, {}
     for name, (method_module, args) in methods.items():
@@ -281,6 +345,8 @@ def export_executorch(module: Union[nn.Module, Methods],
             program = torch.export.export(method_module.eval(), args)
         program = apply_xnnpack_forms(
             program.run_decompositions(decompositions))
+        if laplace == LAPLACE_OPERATOR:
+            check_operator_inputs(program)
         # XNNPACK has no sum: the kernel adds its features with a product,
         # whose column must be a constant for XNNPACK to take it as
         # a GEMM with a static weight. Folded before quantization: folding
@@ -324,8 +390,7 @@ def run_executorch(path: str,
         KeyError: The program has no method ``method`` (the message lists
             those it has).
     """
-    from executorch.runtime import Runtime
-    program = Runtime.get().load_program(path)
+    program = load_program(path)
     if method not in program.method_names:
         raise KeyError(f'{path} has no method {method!r}; it has '
                        f'{sorted(program.method_names)}')

@@ -19,6 +19,7 @@ import torch
 from .detectors import ExportableTwoStageDetector, build_exportable_detector
 from .executorch_detectors import (BBOX_HEAD_METHOD, DENSE_METHOD,
                                    MASK_HEAD_METHOD)
+from .executorch_kernels import load_program
 from .runtime import paste_masks
 
 
@@ -101,13 +102,9 @@ class ExecuTorchDetector:
                  config,
                  dense: str,
                  roi_heads: Optional[str] = None) -> None:
-        from executorch.runtime import Runtime
-
         detector = _build_detector(config)
         self.module = build_exportable_detector(detector)
-        runtime = Runtime.get()
-        self.dense = ProgramMethod(runtime.load_program(dense), DENSE_METHOD,
-                                   dense)
+        self.dense = ProgramMethod(load_program(dense), DENSE_METHOD, dense)
         if len(self.dense.input_sizes) != 1 or len(
                 self.dense.input_sizes[0]) != 4:
             raise ValueError(f'{dense}: a detector program takes one '
@@ -122,7 +119,7 @@ class ExecuTorchDetector:
             if roi_heads is None:
                 raise ValueError('a two-stage detector runs two programs: '
                                  'pass roi_heads (the .roi_heads.pte file)')
-            program = runtime.load_program(roi_heads)
+            program = load_program(roi_heads)
             stages += (ProgramMethod(program, BBOX_HEAD_METHOD, roi_heads), )
             if self.module.with_mask:
                 stages += (ProgramMethod(program, MASK_HEAD_METHOD,

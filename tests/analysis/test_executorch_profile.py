@@ -93,3 +93,25 @@ def test_missing_program_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         tool.main([str(tmp_path / 'absent.pte')])
     assert 'absent.pte: no such file' in capsys.readouterr().err
+
+
+def test_our_kernel_is_timed_apart_from_the_portable_kernels(tmp_path):
+    """A program that keeps the Laplacian kernel as our operator: its calls
+    are named by the operator and counted as ours, not as portable."""
+    from mmlaplacian.deployment.executorch_export import export_executorch
+
+    class KernelThenSum(torch.nn.Module):
+
+        def forward(self, x, y):
+            return torch.ops.mmlaplacian.laplace_kernel(x, y).sum(-1)
+
+    inputs = (torch.rand(1, 2000, 32), torch.rand(1, 49, 32))
+    path = str(tmp_path / 'operator.pte')
+    export_executorch(KernelThenSum(), inputs, path, laplace='operator')
+    result = tool.profile_method(path, list(inputs), runs=2, threads=1)
+    calls, ms = result['own_ops']['mmlaplacian::laplace_kernel.out']
+    assert calls == 1 and ms == result['own_ms'] > 0
+    assert 'sum.IntList_out' in result['portable_ops']
+    assert not any('laplace' in name for name in result['portable_ops'])
+    assert (result['delegate_ms'] + result['portable_ms'] + result['own_ms']
+            <= result['execute_ms'] * 1.001)

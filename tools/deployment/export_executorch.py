@@ -42,13 +42,11 @@ import torch.nn as nn
 
 from mmlaplacian.deployment import BackboneForExport
 from mmlaplacian.deployment.calibration import calibration_inputs
-from mmlaplacian.deployment.executorch_export import (XNNPACK_BLOCK_ELEMENTS,
-                                                      ExecuTorchResult,
-                                                      export_executorch,
-                                                      run_executorch)
+from mmlaplacian.deployment.executorch_export import (
+    EXECUTORCH_LAPLACE_FORMS, XNNPACK_BLOCK_ELEMENTS, ExecuTorchResult,
+    export_executorch, run_executorch)
 from mmlaplacian.deployment.export import FEATURE_RTOL
 from mmlaplacian.models import LaplacianFormer
-from mmlaplacian.ops import LAPLACE_FORMS
 
 # The quick start's training images: a backbone's default calibration set.
 BACKBONE_CALIBRATION_IMAGES = 'data/synthetic_coco/train'
@@ -68,8 +66,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         'train.py)')
     parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'),
                         default=(224, 320), help='input size (static)')
-    parser.add_argument('--laplace', choices=LAPLACE_FORMS, default='auto',
-                        help='graph form of the Laplacian kernel')
+    parser.add_argument(
+        '--laplace', choices=EXECUTORCH_LAPLACE_FORMS, default='auto',
+        help='graph form of the Laplacian kernel; operator: keep our '
+        'operator, run by our ExecuTorch kernel (faster; the runtime needs '
+        'mmlaplacian._executorch_kernels, docs/deployment.md)')
     parser.add_argument(
         '--block-elements', type=int, default=XNNPACK_BLOCK_ELEMENTS,
         help='element budget of one row block of the row-blocks kernel '
@@ -153,6 +154,10 @@ def print_lowering(result: ExecuTorchResult) -> None:
     portable = ', '.join(f'{name} x{count}'
                          for name, count in result.portable_ops.most_common())
     print(f'left to the portable kernels: {portable or "nothing"}')
+    if result.own_ops:
+        own = ', '.join(f'{name} x{count}'
+                        for name, count in result.own_ops.most_common())
+        print(f'run by our ExecuTorch kernels: {own}')
     if result.quantize:
         for label, ops in (('int8', result.quantized),
                            ('left in float32', result.float_ops)):
