@@ -44,13 +44,13 @@ from benchmarks.compiled_speed import (VARIANTS, case_env, compiled_variant,
 from benchmarks.harness import (REPO_ROOT, publish_table, run_in_subprocess,
                                 save_results, time_passes, worker_main)
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
-from benchmarks.runtime_speed import CALIBRATION_IMAGES
+from benchmarks.runtime_speed import (CALIBRATION_IMAGES, laplace_form,
+                                      program_suffix)
 from benchmarks.tables import markdown_table
 
 GEMMS = ('fp32 GEMM', 'int8 GEMM')
 # ``executorch-operator-*``: the Laplacian kernel as our operator, run by
-# our ExecuTorch kernel (export_executorch's laplace='operator').
-OPERATOR_VARIANT = 'executorch-operator-'
+# our ExecuTorch kernel (runtime_speed.laplace_form).
 EXECUTORCH_VARIANTS = ('executorch-fp32', 'executorch-int8',
                        'executorch-operator-fp32', 'executorch-operator-int8')
 
@@ -111,12 +111,10 @@ def executorch_pass(base: torch.nn.Module, image: torch.Tensor,
     from mmlaplacian.deployment.executorch_export import export_executorch
     from mmlaplacian.deployment.executorch_kernels import load_program
     precision = variant.split('-')[-1]
-    laplace = 'operator' if variant.startswith(OPERATOR_VARIANT) else 'auto'
     name = osp.splitext(osp.basename(spec['model']))[0]
-    suffix = '.operator' if laplace == 'operator' else ''
     path = osp.join(
         spec['out_dir'],
-        '{}_{}x{}.{}{}.pte'.format(name, *spec['size'], precision, suffix))
+        '{}_{}x{}.{}.pte'.format(name, *spec['size'], program_suffix(variant)))
     if not osp.exists(path):
         calibration = None
         if precision == 'int8':
@@ -124,7 +122,7 @@ def executorch_pass(base: torch.nn.Module, image: torch.Tensor,
             calibration = calibration_inputs(spec['calibration_images'],
                                              spec['size'], 8, normalize=True)
         export_executorch(BackboneForExport(copy.deepcopy(base)), image, path,
-                          laplace=laplace,
+                          laplace=laplace_form(variant),
                           quantize='int8' if calibration else None,
                           calibration=calibration)
     method = load_program(path).load_method('forward')

@@ -34,15 +34,13 @@ import torch
 import torch.nn.functional as F
 from mmengine.config import DictAction
 
+from benchmarks.runtime_speed import laplace_form, program_suffix
 from benchmarks.tables import markdown_table
 from mmlaplacian.deployment.loading import is_segmentor_config, load_model
 
 RUNTIMES = ('pytorch', 'executorch-fp32', 'executorch-int8',
             'onnxruntime-fp32', 'onnxruntime-int8', 'executorch-operator-fp32',
             'executorch-operator-int8')
-# ExecuTorch programs that keep the Laplacian kernel as our operator, run by
-# our ExecuTorch kernel (export_executorch's laplace='operator').
-OPERATOR_RUNTIME = 'executorch-operator-'
 # The largest change against PyTorch each runtime may show, by metric kind.
 BOUNDS = {
     'fp32': {'bbox_mAP': 0.005, 'segm_mAP': 0.005, 'mIoU': 0.2},
@@ -211,12 +209,10 @@ def build_predictors(args, cfg, model, shape, calibration) -> Dict:
         if runtime == 'pytorch':
             predictors[runtime] = model
         elif runtime.startswith('executorch'):
-            laplace = ('operator' if runtime.startswith(OPERATOR_RUNTIME)
-                       else 'auto')
+            laplace = laplace_form(runtime)
             if laplace == 'operator' and not kernels_available():
                 continue
-            suffix = '.operator' if laplace == 'operator' else ''
-            path = f'{stem}.{precision}{suffix}.pte'
+            path = f'{stem}.{program_suffix(runtime)}.pte'
             if segmentor:
                 export_executorch(export_module(model, cfg),
                                   graph_input(shape, detector=True), path,

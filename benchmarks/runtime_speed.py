@@ -55,6 +55,19 @@ RUNTIMES = ('eager', 'onnxruntime-fp32', 'onnxruntime-int8',
 # operator, run by our ExecuTorch kernel (export_executorch's
 # laplace='operator'); the others hold its standard-operator form.
 OPERATOR_RUNTIME = 'executorch-operator-'
+
+
+def laplace_form(runtime: str) -> str:
+    """The ``laplace`` an ExecuTorch runtime's program is exported with."""
+    return 'operator' if runtime.startswith(OPERATOR_RUNTIME) else 'auto'
+
+
+def program_suffix(runtime: str) -> str:
+    """What an ExecuTorch runtime's program file ends with before
+    ``.pte``: its precision, and ``.operator`` for our operator's."""
+    precision = runtime.split('-')[-1]
+    operator = laplace_form(runtime) == 'operator'
+    return f'{precision}.operator' if operator else precision
 # model -> (config or None for the backbone alone, quick-start size)
 MODELS: Dict[str, tuple] = {
     'backbone': (None, (192, 192)),
@@ -158,8 +171,7 @@ def _export(name: str, model: torch.nn.Module, image: torch.Tensor,
     from mmlaplacian.deployment.executorch_export import export_executorch
     precision = runtime.split('-')[-1]
     quantize = 'int8' if precision == 'int8' else None
-    laplace = ('operator' if runtime.startswith(OPERATOR_RUNTIME) else
-               'auto')
+    laplace = laplace_form(runtime)
     if runtime.startswith('onnxruntime'):
         path = f'{stem}.{precision}.onnx'
         fp32 = f'{stem}.fp32.onnx'
@@ -174,8 +186,7 @@ def _export(name: str, model: torch.nn.Module, image: torch.Tensor,
             print(f'   quantizing {path}', flush=True)
             quantize_onnx(fp32, path, calibration.inputs())
         return path
-    suffix = '.operator' if laplace == 'operator' else ''
-    path = f'{stem}.{precision}{suffix}.pte'
+    path = f'{stem}.{program_suffix(runtime)}.pte'
     if name in DETECTORS:
         from mmlaplacian.deployment.executorch_detectors import (
             export_detector_executorch, program_paths)

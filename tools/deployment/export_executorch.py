@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os.path as osp
 import sys
+from collections import Counter
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -145,25 +146,25 @@ def calibration_and_check(
     return inputs[:args.calibration_count], inputs[args.calibration_count:]
 
 
+def counted(ops: Counter) -> str:
+    """``'name xN, ...'``, most frequent first, or ``'nothing'``."""
+    return ', '.join(f'{name} x{count}'
+                     for name, count in ops.most_common()) or 'nothing'
+
+
 def print_lowering(result: ExecuTorchResult) -> None:
     """What the program holds: its delegates, what the portable kernels
     run and, for int8, what was quantized."""
     int8 = f' ({result.int8_delegates} int8)' if result.quantize else ''
     print(f'wrote {result.path} in {result.seconds:.1f} s: '
           f'{result.delegated} XNNPACK subgraphs{int8}')
-    portable = ', '.join(f'{name} x{count}'
-                         for name, count in result.portable_ops.most_common())
-    print(f'left to the portable kernels: {portable or "nothing"}')
+    print(f'left to the portable kernels: {counted(result.portable_ops)}')
     if result.own_ops:
-        own = ', '.join(f'{name} x{count}'
-                        for name, count in result.own_ops.most_common())
-        print(f'run by our ExecuTorch kernels: {own}')
+        print(f'run by our ExecuTorch kernels: {counted(result.own_ops)}')
     if result.quantize:
         for label, ops in (('int8', result.quantized),
                            ('left in float32', result.float_ops)):
-            listed = ', '.join(f'{name} x{count}'
-                               for name, count in ops.most_common())
-            print(f'{label}: {listed or "nothing"}')
+            print(f'{label}: {counted(ops)}')
 
 
 def correlation(got: torch.Tensor, expected: torch.Tensor) -> float:
