@@ -14,8 +14,8 @@ data type (``Fully Connected (NC, QS8, QC8W) GEMM #3``): those of int8 types
 (QS8, QC8, QU8, QD8) are the time the program actually spends in int8.
 Our own kernels (a program exported with ``laplace='operator'``) are
 operator calls too, each recording an event named by its operator
-(``mmlaplacian::laplace_kernel.out``): their time is reported on its own and
-taken out of the portable kernels'.
+(``mmlaplacian::laplace_kernel.out``, ``mmlaplacian::layer_norm.out``):
+their time is reported on its own and taken out of the portable kernels'.
 """
 from __future__ import annotations
 

@@ -15,9 +15,9 @@ variant (eval mode, ``torch.no_grad()``, random weights; the variants of
 :mod:`benchmarks.compiled_speed`; ``executorch-fp32`` / ``-int8``: the
 backbone lowered to XNNPACK, int8 calibrated on 8 images of
 ``--calibration-images``; ``executorch-operator-fp32`` / ``-int8``: the
-same with the Laplacian kernel run by our ExecuTorch kernel; the programs
-kept in ``--out-dir`` for the next run), all on ``--threads`` threads,
-after one warm-up call of each. A rate is MACs /
+same with the Laplacian kernel and LayerNorm run by our ExecuTorch kernels;
+the programs kept in ``--out-dir`` for the next run), all on ``--threads``
+threads, after one warm-up call of each. A rate is MACs /
 median seconds; ``share`` is a forward's rate over the fp32 GEMM rate of the
 same run (an int8 program's too: int8 GEMMs are the faster ceiling).
 
@@ -49,8 +49,8 @@ from benchmarks.runtime_speed import (CALIBRATION_IMAGES, laplace_form,
 from benchmarks.tables import markdown_table
 
 GEMMS = ('fp32 GEMM', 'int8 GEMM')
-# ``executorch-operator-*``: the Laplacian kernel as our operator, run by
-# our ExecuTorch kernel (runtime_speed.laplace_form).
+# ``executorch-operator-*``: the Laplacian kernel as our operator, run with
+# LayerNorm by our ExecuTorch kernels (runtime_speed.laplace_form).
 EXECUTORCH_VARIANTS = ('executorch-fp32', 'executorch-int8',
                        'executorch-operator-fp32', 'executorch-operator-int8')
 

@@ -8,8 +8,8 @@ For each (model, size) the programs are exported once (under
 ``--work-dir``, reused when present): ONNX fp32 and int8 (onnxruntime's
 static QDQ), ExecuTorch fp32 and int8 (PT2E, XNNPACK), each with the
 Laplacian kernel in standard operators and as our operator
-(``executorch-operator-*``: run by our ExecuTorch kernel,
-:mod:`mmlaplacian.deployment.executorch_kernels`). One fresh process then
+(``executorch-operator-*``: run by our ExecuTorch kernels, with
+LayerNorm, :mod:`mmlaplacian.deployment.executorch_kernels`). One fresh process then
 times every runtime interleaved pass by pass (so the machine's load falls
 on all alike), and each runtime's peak resident memory is measured in
 a fresh process of its own. Weights are random (seeded): speed does not
@@ -52,7 +52,7 @@ RUNTIMES = ('eager', 'onnxruntime-fp32', 'onnxruntime-int8',
             'executorch-fp32', 'executorch-int8', 'executorch-operator-fp32',
             'executorch-operator-int8')
 # The ExecuTorch runtimes whose programs keep the Laplacian kernel as our
-# operator, run by our ExecuTorch kernel (export_executorch's
+# operator, run with LayerNorm by our ExecuTorch kernels (export_executorch's
 # laplace='operator'); the others hold its standard-operator form.
 OPERATOR_RUNTIME = 'executorch-operator-'
 

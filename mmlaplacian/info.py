@@ -59,7 +59,7 @@ def openmmlab_stack() -> str:
 
 
 def _executorch_kernels_state() -> str:
-    """Whether our ExecuTorch kernel library is built and loads."""
+    """Whether our ExecuTorch kernels' library is built and loads."""
     try:
         from mmlaplacian.deployment.executorch_kernels import (
             kernels_library, load_executorch_kernels)

@@ -6,28 +6,21 @@
 // Built into mmlaplacian._executorch_kernels against the executorch wheel's
 // runtime (setup.py), and loaded into ExecuTorch's Python runtime by
 // mmlaplacian.deployment.executorch_kernels.load_executorch_kernels(). An
-// application that links ExecuTorch from source compiles this file with its
-// runtime and ET_USE_THREADPOOL: the EXECUTORCH_LIBRARY line registers the
-// kernel when the library is loaded.
-#include <executorch/extension/kernel_util/make_boxed_from_unboxed_functor.h>
-#include <executorch/runtime/kernel/kernel_includes.h>
-#include <executorch/runtime/kernel/thread_parallel_interface.h>
-
+// application that links ExecuTorch from source compiles the kernel files of
+// this folder with its runtime and ET_USE_THREADPOOL: their
+// EXECUTORCH_LIBRARY lines register the kernels when the library is loaded.
 #include <algorithm>
 #include <cstdint>
 #include <new>
 #include <vector>
 
+#include "executorch_kernel.hpp"
 #include "laplace_kernel_forward.hpp"
 
 namespace mmlaplacian {
+namespace executorch_kernels {
 namespace {
 
-using executorch::aten::ScalarType;
-using executorch::aten::SizesType;
-using executorch::aten::Tensor;
-using executorch::runtime::Error;
-using executorch::runtime::KernelRuntimeContext;
 using laplace_forward::forward_grain;
 using laplace_forward::forward_rows_simd;
 using laplace_forward::padded_columns;
@@ -113,18 +106,8 @@ Tensor& laplace_kernel_out(KernelRuntimeContext& ctx, const Tensor& x,
 }
 
 }  // namespace
+}  // namespace executorch_kernels
 }  // namespace mmlaplacian
 
-// The executorch release the library was built against, which
-// load_executorch_kernels() compares with the installed one: the runtime's
-// types have no stable ABI across releases.
-extern "C" const char* mmlaplacian_executorch_version() {
-#ifdef MMLAPLACIAN_EXECUTORCH_VERSION
-  return MMLAPLACIAN_EXECUTORCH_VERSION;
-#else
-  return "";
-#endif
-}
-
 EXECUTORCH_LIBRARY(mmlaplacian, "laplace_kernel.out",
-                   mmlaplacian::laplace_kernel_out);
+                   mmlaplacian::executorch_kernels::laplace_kernel_out);

@@ -171,7 +171,7 @@ def export_detector_executorch(
             calibration_inputs`). The RoI heads calibrate on the pooled
             features of the same images.
         laplace (str): Graph form of the Laplacian kernel, or
-            ``'operator'`` (our ExecuTorch kernel; :func:`~mmlaplacian.
+            ``'operator'`` (our ExecuTorch kernels; :func:`~mmlaplacian.
             deployment.executorch_export.export_executorch`).
         block_elements (int): Element budget of one row block of the
             Laplacian kernel (:data:`~mmlaplacian.deployment.

@@ -13,9 +13,10 @@ One program may hold several methods (e.g. a detector's dense part and its
 RoI heads): pass ``{method_name: (module, example_args)}``.
 
 With ``laplace='operator'`` the program keeps the Laplacian kernel as our
-operator, which runs in our ExecuTorch kernel
-(:mod:`mmlaplacian.deployment.executorch_kernels`) instead of standard
-operators: faster, but a runtime needs that kernel to load the program.
+operator, and LayerNorm becomes ours too; both run in our ExecuTorch
+kernels (:mod:`mmlaplacian.deployment.executorch_kernels`) instead of
+standard operators: faster, but a runtime needs those kernels to load the
+program.
 
 Needs ``executorch`` (``pip install executorch``, which brings torchao).
 """
@@ -32,14 +33,16 @@ import torch.nn as nn
 from mmlaplacian.ops.export_forms import LAPLACE_FORMS, export_decompositions
 from mmlaplacian.ops.extension import NAMESPACE
 
-from .executorch_kernels import declare_out_variant, load_program
-from .xnnpack_forms import apply_xnnpack_forms
+from .executorch_kernels import (OWN_KERNEL_FORMS, declare_operators,
+                                 load_program)
+from .xnnpack_forms import XNNPACK_FORMS, apply_xnnpack_forms
 
 DELEGATE_CALL = 'executorch_call_delegate'
 # Graph plumbing that is no computation: left out of the portable-op list.
 _PLUMBING = ('getitem', 'executorch_call_delegate', 'alloc')
 QUANTIZE_MODES = (None, 'int8')
-# The Laplacian kernel kept as our operator, run by our ExecuTorch kernel.
+# The Laplacian kernel kept as our operator, run by our ExecuTorch kernel
+# (and LayerNorm by ours).
 LAPLACE_OPERATOR = 'operator'
 EXECUTORCH_LAPLACE_FORMS = LAPLACE_FORMS + (LAPLACE_OPERATOR, )
 # Element budget of one row block of the Laplacian kernel in XNNPACK: 2M
@@ -225,7 +228,8 @@ def executorch_decompositions(laplace: str, block_elements: int,
                                feature_sum: str) -> Dict:
     """:func:`~mmlaplacian.ops.export_decompositions` for an ExecuTorch
     program; with ``laplace='operator'`` the Laplacian kernel stays our
-    operator (and its ``out`` form is declared for the lowering)."""
+    operator (and our operators' ``out`` forms are declared for the
+    lowering)."""
     if laplace not in EXECUTORCH_LAPLACE_FORMS:
         raise ValueError(f'Laplacian kernel graph form must be one of '
                          f'{EXECUTORCH_LAPLACE_FORMS}, got {laplace!r}')
@@ -233,7 +237,7 @@ def executorch_decompositions(laplace: str, block_elements: int,
         return export_decompositions(laplace, block_elements, feature_sum)
     table = export_decompositions('auto', block_elements, feature_sum)
     del table[torch.ops.mmlaplacian.laplace_kernel.default]
-    declare_out_variant()
+    declare_operators()
     return table
 
 
@@ -280,7 +284,8 @@ def export_executorch(module: Union[nn.Module, Methods],
         path (str): Output ``.pte`` file.
         laplace (str): Graph form of the Laplacian kernel
             (:mod:`mmlaplacian.ops.export_forms`), or ``'operator'``: our
-            operator, run by our ExecuTorch kernel (module docstring).
+            operator, run by our ExecuTorch kernel, with LayerNorm run by
+            ours too (module docstring).
         quantize (str, optional): None (float32) or ``'int8'``: static
             int8 through PT2E and the XNNPACK quantizer
             (:func:`~mmlaplacian.deployment.pt2e_quantization.
@@ -338,13 +343,17 @@ def export_executorch(module: Union[nn.Module, Methods],
     # Built (and its arguments checked) before any export.
     decompositions = executorch_decompositions(laplace, block_elements,
                                                feature_sum)
+    forms = ({
+        **XNNPACK_FORMS,
+        **OWN_KERNEL_FORMS
+    } if laplace == LAPLACE_OPERATOR else XNNPACK_FORMS)
     start = time.perf_counter()
     programs, counts = {}, {}
     for name, (method_module, args) in methods.items():
         with torch.no_grad():
             program = torch.export.export(method_module.eval(), args)
         program = apply_xnnpack_forms(
-            program.run_decompositions(decompositions))
+            program.run_decompositions(decompositions), forms)
         if laplace == LAPLACE_OPERATOR:
             check_operator_inputs(program)
         # XNNPACK has no sum: the kernel adds its features with a product,

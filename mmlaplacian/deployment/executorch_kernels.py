@@ -1,22 +1,29 @@
-"""Our ExecuTorch kernel: the Laplacian kernel as one operator of a program.
+"""Our ExecuTorch kernels: the Laplacian kernel and LayerNorm as operators of
+a program.
 
 By default an ExecuTorch program holds the Laplacian kernel in standard
 operators (:mod:`mmlaplacian.ops.export_forms`: a ``maximum`` over blocks
 of rows and a product per block), which every ExecuTorch runtime runs.
-Exported with ``laplace='operator'``, a program keeps the operator
-``mmlaplacian::laplace_kernel`` instead, and ExecuTorch runs it with our
-kernel (``cuda_ops/executorch/laplace_kernel_executorch.cpp``): one pass
-over ``(B, N, M)`` that keeps each distance in a register, where the forms
-write and read a ``(B, Nb, M, d)`` block for every block of rows.
+Exported with ``laplace='operator'``, a program calls our kernels instead
+(``cuda_ops/executorch/``):
 
-The kernel is compiled into ``mmlaplacian._executorch_kernels`` when
-executorch is installed at build time (``setup.py``), and registers itself
-with ExecuTorch's runtime when that library is loaded. An application that
-builds ExecuTorch from source compiles the same file into its runtime.
+- ``mmlaplacian::laplace_kernel``: one pass over ``(B, N, M)`` that keeps
+  each distance in a register, where the forms write and read a
+  ``(B, Nb, M, d)`` block for every block of rows;
+- ``mmlaplacian::layer_norm``: LayerNorm over the last dimension, its rows
+  split over ExecuTorch's thread pool. XNNPACK has no LayerNorm, and
+  ExecuTorch's own kernel runs on one thread.
+
+The kernels are compiled into ``mmlaplacian._executorch_kernels`` when
+executorch is installed at build time (``setup.py``), and register
+themselves with ExecuTorch's runtime when that library is loaded. An
+application that builds ExecuTorch from source compiles the same files into
+its runtime.
 
 :func:`load_program` loads the library before a program, so every program
-this package runs finds the kernel; :func:`declare_out_variant` gives
-ExecuTorch's lowering the operator's ``out`` form, which its runtime calls.
+this package runs finds the kernels; :func:`declare_operators` gives
+ExecuTorch's lowering the operators' ``out`` forms, which its runtime calls,
+and :data:`OWN_KERNEL_FORMS` puts our LayerNorm into an exported program.
 """
 from __future__ import annotations
 
@@ -27,21 +34,29 @@ import os.path as osp
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 
 from mmlaplacian.ops.extension import NAMESPACE
 
 LIBRARY_NAME = '_executorch_kernels'
-# The operator a program keeps, as the .pte file names it.
+# The operators a program may keep, as the .pte file names them.
 OPERATOR = f'{NAMESPACE}::laplace_kernel'
+LAYER_NORM_OPERATOR = f'{NAMESPACE}::layer_norm'
+OPERATORS = (OPERATOR, LAYER_NORM_OPERATOR)
 OUT_SCHEMA = ('laplace_kernel.out(Tensor x, Tensor y, *, Tensor(a!) out) '
               '-> Tensor(a!)')
+LAYER_NORM_SCHEMA = ('layer_norm(Tensor x, Tensor weight, Tensor bias, '
+                     'float eps) -> Tensor')
+LAYER_NORM_OUT_SCHEMA = ('layer_norm.out(Tensor x, Tensor weight, '
+                         'Tensor bias, float eps, *, Tensor(a!) out) '
+                         '-> Tensor(a!)')
 _BUILD_HINT = ('install executorch, then rebuild mmlaplacian '
                '(`pip install --no-build-isolation -e .` or `make install`)')
 
-# The library handle and the torch library holding the out form: both must
-# stay alive for the kernel and the schema to stay registered.
+# The library handle and the torch library holding the operators' schemas:
+# both must stay alive for the kernels and the schemas to stay registered.
 _LOADED: Optional[ctypes.CDLL] = None
-_OUT_LIBRARY: Optional[torch.library.Library] = None
+_DECLARED: Optional[torch.library.Library] = None
 
 
 def kernels_library() -> Optional[str]:
@@ -64,7 +79,7 @@ def _installed_executorch() -> str:
 
 
 def load_executorch_kernels() -> None:
-    """Register our ExecuTorch kernel with ExecuTorch's runtime in this
+    """Register our ExecuTorch kernels with ExecuTorch's runtime in this
     process (once; later calls do nothing).
 
     Raises:
@@ -79,14 +94,14 @@ def load_executorch_kernels() -> None:
     if path is None:
         raise ImportError(
             f'mmlaplacian.{LIBRARY_NAME} is not built, so ExecuTorch has no '
-            f'kernel for {OPERATOR}: {_BUILD_HINT}')
+            f'kernels for {" and ".join(OPERATORS)}: {_BUILD_HINT}')
     try:
         library = ctypes.CDLL(path)
     except OSError as err:
         raise ImportError(
             f'{path} does not load ({err}): {_BUILD_HINT}') from err
     # The runtime's types have no stable ABI across releases; the library
-    # registered its kernel when it loaded, but a mismatch is refused before
+    # registered its kernels when it loaded, but a mismatch is refused before
     # any program runs it.
     library.mmlaplacian_executorch_version.restype = ctypes.c_char_p
     built = library.mmlaplacian_executorch_version().decode()
@@ -98,43 +113,85 @@ def load_executorch_kernels() -> None:
     _LOADED = library
 
 
-def declare_out_variant() -> None:
-    """Declare ``mmlaplacian::laplace_kernel.out``, the form ExecuTorch's
-    lowering turns the operator into (its runtime calls kernels that
-    write into planned memory), once per process."""
-    global _OUT_LIBRARY
-    if hasattr(torch.ops.mmlaplacian.laplace_kernel, 'out'):
+def _shape_checked_out(name: str, result: torch.Tensor,
+                       out: torch.Tensor) -> torch.Tensor:
+    if out.shape != result.shape:
+        raise ValueError(f'{name}.out: out must have the shape '
+                         f'{tuple(result.shape)}, got {tuple(out.shape)}')
+    return out.copy_(result)
+
+
+def _laplace_kernel_out(x: torch.Tensor, y: torch.Tensor, *,
+                        out: torch.Tensor) -> torch.Tensor:
+    return _shape_checked_out('laplace_kernel',
+                              torch.ops.mmlaplacian.laplace_kernel(x, y), out)
+
+
+def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                eps: float) -> torch.Tensor:
+    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+
+def _layer_norm_out(x: torch.Tensor, weight: torch.Tensor,
+                    bias: torch.Tensor, eps: float, *,
+                    out: torch.Tensor) -> torch.Tensor:
+    return _shape_checked_out('layer_norm', _layer_norm(x, weight, bias, eps),
+                              out)
+
+
+def declare_operators() -> None:
+    """Declare, once per process, what ExecuTorch's lowering needs of our
+    operators: ``mmlaplacian::layer_norm``, and the ``out`` form of each,
+    which its runtime calls (kernels write into planned memory). In
+    PyTorch each computes what its kernel computes, so that calibration
+    and checks run the exported program as it is.
+    """
+    global _DECLARED
+    if _DECLARED is not None:
         return
     library = torch.library.Library(NAMESPACE, 'FRAGMENT')
-    library.define(OUT_SCHEMA)
+    for schema, name, function in (
+            (OUT_SCHEMA, 'laplace_kernel.out', _laplace_kernel_out),
+            (LAYER_NORM_SCHEMA, 'layer_norm', _layer_norm),
+            (LAYER_NORM_OUT_SCHEMA, 'layer_norm.out', _layer_norm_out)):
+        library.define(schema)
+        library.impl(name, function, 'CompositeExplicitAutograd')
+    _DECLARED = library
 
-    def laplace_kernel_out(x: torch.Tensor, y: torch.Tensor, *,
-                           out: torch.Tensor) -> torch.Tensor:
-        result = torch.ops.mmlaplacian.laplace_kernel(x, y)
-        if out.shape != result.shape:
-            raise ValueError(f'laplace_kernel.out: out must have the shape '
-                             f'(B, N, M) = {tuple(result.shape)}, got '
-                             f'{tuple(out.shape)}')
-        return out.copy_(result)
 
-    library.impl('laplace_kernel.out', laplace_kernel_out,
-                 'CompositeExplicitAutograd')
-    _OUT_LIBRARY = library
+def own_layer_norm(x: torch.Tensor,
+                   normalized_shape,
+                   weight: Optional[torch.Tensor] = None,
+                   bias: Optional[torch.Tensor] = None,
+                   eps: float = 1e-5,
+                   cudnn_enable: bool = True) -> Optional[torch.Tensor]:
+    """``aten.layer_norm`` as our operator where our kernel computes it
+    (over the last dimension, with weight and bias, in float32); None (the
+    stock operator) otherwise."""
+    if (len(normalized_shape) != 1 or weight is None or bias is None
+            or x.dtype != torch.float32):
+        return None
+    return torch.ops.mmlaplacian.layer_norm(x, weight, bias, eps)
+
+
+# The standard operators a program exported with our kernels rewrites into
+# ours (xnnpack_forms.apply_xnnpack_forms applies them).
+OWN_KERNEL_FORMS = {torch.ops.aten.layer_norm.default: own_layer_norm}
 
 
 def program_needs_kernels(path: str) -> bool:
-    """Whether the ``.pte`` file calls our operator (its operator table
-    holds the name as a string)."""
+    """Whether the ``.pte`` file calls one of our operators (its operator
+    table holds their names as strings)."""
     with open(path, 'rb') as f, mmap.mmap(f.fileno(), 0,
                                           access=mmap.ACCESS_READ) as data:
-        return data.find(OPERATOR.encode()) >= 0
+        return data.find(f'{NAMESPACE}::'.encode()) >= 0
 
 
 def load_program(path: str, **options):
-    """ExecuTorch's ``Runtime.get().load_program``, with our kernel
+    """ExecuTorch's ``Runtime.get().load_program``, with our kernels
     registered first.
 
-    Only a program that calls our operator needs the library: any other
+    Only a program that calls our operators needs the library: any other
     loads as usual, also where the library is not built or is stale. Once
     the library is registered, programs are not scanned for the operator.
 
@@ -146,7 +203,7 @@ def load_program(path: str, **options):
         executorch.runtime.Program: The loaded program.
 
     Raises:
-        ImportError: The program calls our operator and our kernel library
+        ImportError: The program calls our operators and our kernel library
             is not built, or does not load.
     """
     from executorch.runtime import Runtime

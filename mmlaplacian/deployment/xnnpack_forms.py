@@ -54,7 +54,8 @@ sums in another order.
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import (Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 import torch
 import torch.fx as fx
@@ -311,10 +312,12 @@ def _traced_form(node: fx.Node, form: Callable
     return graph, inputs
 
 
-def apply_xnnpack_forms(program: torch.export.ExportedProgram
-                        ) -> torch.export.ExportedProgram:
-    """Rewrite the nodes of :data:`XNNPACK_FORMS`' operators whose form
-    applies, in place.
+def apply_xnnpack_forms(
+    program: torch.export.ExportedProgram,
+    forms: Mapping[torch._ops.OpOverload, Callable] = XNNPACK_FORMS
+) -> torch.export.ExportedProgram:
+    """Rewrite the nodes of ``forms``' operators whose form applies, in
+    place.
 
     Run it before ExecuTorch's ``constant_prop_pass``, which folds the
     forms' constants (the ``1/N`` rows, the kernel tiles).
@@ -322,6 +325,9 @@ def apply_xnnpack_forms(program: torch.export.ExportedProgram
     Args:
         program (ExportedProgram): Our operators already in their export
             forms (:func:`mmlaplacian.ops.export_decompositions`).
+        forms (Mapping): ``{operator: form}``; :data:`XNNPACK_FORMS` by
+            default (a program exported with our ExecuTorch kernels adds
+            theirs).
 
     Returns:
         ExportedProgram: ``program``.
@@ -332,7 +338,7 @@ def apply_xnnpack_forms(program: torch.export.ExportedProgram
     pending = list(reversed(graph.nodes))
     while pending:
         node = pending.pop()
-        form = XNNPACK_FORMS.get(node.target) if (
+        form = forms.get(node.target) if (
             node.op == 'call_function') else None
         found = None if form is None else _traced_form(node, form)
         if found is None:

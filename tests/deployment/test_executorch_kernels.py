@@ -1,8 +1,9 @@
-"""Our ExecuTorch kernel (``mmlaplacian._executorch_kernels``): programs
-exported with ``laplace='operator'`` keep ``mmlaplacian::laplace_kernel``,
-and ExecuTorch's runtime runs it with our kernel, equal to the PyTorch
-reference on odd shapes; a LaplacianFormer-T program with it matches eager
-in float32 and in int8. Skipped where executorch is not installed."""
+"""Our ExecuTorch kernels (``mmlaplacian._executorch_kernels``): programs
+exported with ``laplace='operator'`` keep ``mmlaplacian::laplace_kernel``
+and turn LayerNorm into ``mmlaplacian::layer_norm``, and ExecuTorch's
+runtime runs both with our kernels, equal to the PyTorch references on odd
+shapes; a LaplacianFormer-T program with them matches eager in float32 and
+in int8. Skipped where executorch is not installed."""
 import os.path as osp
 import re
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 pytest.importorskip('executorch')
 
@@ -21,7 +23,8 @@ from mmlaplacian.deployment import BackboneForExport  # noqa: E402
 from mmlaplacian.deployment.executorch_export import (  # noqa: E402
     export_executorch, run_executorch)
 from mmlaplacian.deployment.executorch_kernels import (  # noqa: E402
-    OPERATOR, declare_out_variant, kernels_library, program_needs_kernels)
+    LAYER_NORM_OPERATOR, OPERATOR, declare_operators, kernels_library,
+    program_needs_kernels)
 from mmlaplacian.ops import laplace_kernel_reference  # noqa: E402
 from mmlaplacian.synthetic_data.instances import \
     make_synthetic_coco  # noqa: E402
@@ -53,7 +56,7 @@ def test_the_kernel_library_is_built_where_executorch_is():
 
 def test_the_out_form_equals_the_operator():
     """What ExecuTorch's lowering turns the operator into, in PyTorch."""
-    declare_out_variant()
+    declare_operators()
     x, y = torch.randn(2, 13, 5), torch.randn(2, 7, 5)
     out = torch.empty(2, 13, 7)
     got = torch.ops.mmlaplacian.laplace_kernel.out(x, y, out=out)
@@ -86,6 +89,73 @@ def test_the_kernel_equals_the_reference(tmp_path, batch, rows, cols, dim):
     expected = laplace_kernel_reference(x.double(), y.double())
     assert got.shape == (batch, rows, cols)
     torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-7)
+
+
+class LayerNorm(nn.Module):
+    """``nn.LayerNorm`` on a transpose of its input (a strided view, as
+    the backbone's patch embedding hands it one), with random affine
+    parameters."""
+
+    def __init__(self, channels: int, affine: bool = True) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(channels, elementwise_affine=affine)
+        if affine:
+            nn.init.normal_(self.norm.weight)
+            nn.init.normal_(self.norm.bias)
+
+    def forward(self, x_t: torch.Tensor) -> torch.Tensor:
+        return self.norm(x_t.transpose(1, 2))
+
+
+@pytest.mark.parametrize('batch, rows, channels', [
+    (1, 67, 64),  # the first stage's channels
+    (2, 5, 17),  # channels not a multiple of a vector
+    (1, 1, 1),  # one element: the output is the bias
+    (3, 1001, 320),  # more rows than one task of the thread pool
+])
+def test_our_layer_norm_equals_pytorch(tmp_path, batch, rows, channels):
+    """fp32 in our kernel against ``F.layer_norm`` in float64, on inputs
+    with a large mean (the variance must not cancel), from a program that
+    lists the operator as ours and leaves LayerNorm to no other kernel."""
+    generator = torch.Generator().manual_seed(rows + channels)
+    model = LayerNorm(channels).eval()
+    x_t = torch.randn(batch, channels, rows, generator=generator) * 3 + 20
+    path = str(tmp_path / 'layer_norm.pte')
+    result = export_executorch(model, (x_t, ), path, laplace='operator')
+    assert result.own_ops == {'mmlaplacian.layer_norm.out': 1}
+    assert not result.portable_ops, result.portable_ops
+    assert program_needs_kernels(path)
+    (got, ) = run_executorch(path, [x_t])
+    expected = F.layer_norm(x_t.double().transpose(1, 2), (channels, ),
+                            model.norm.weight.double(),
+                            model.norm.bias.double())
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_layer_norm_without_affine_stays_standard(tmp_path):
+    """Without weight and bias our kernel does not apply: the program keeps
+    ExecuTorch's LayerNorm and still matches PyTorch."""
+    model = LayerNorm(8, affine=False).eval()
+    x_t = torch.randn(1, 8, 10)
+    path = str(tmp_path / 'plain.pte')
+    result = export_executorch(model, (x_t, ), path, laplace='operator')
+    assert not result.own_ops
+    assert 'native_layer_norm.out' in result.portable_ops
+    (got, ) = run_executorch(path, [x_t])
+    torch.testing.assert_close(got, model(x_t), rtol=1e-5, atol=1e-5)
+
+
+def test_the_layer_norm_out_form_equals_pytorch():
+    declare_operators()
+    x, weight, bias = torch.randn(4, 6), torch.randn(6), torch.randn(6)
+    out = torch.empty(4, 6)
+    got = torch.ops.mmlaplacian.layer_norm.out(x, weight, bias, 1e-5,
+                                               out=out)
+    assert got is out
+    torch.testing.assert_close(out, F.layer_norm(x, (6, ), weight, bias))
+    with pytest.raises(ValueError, match=r'\(4, 6\)'):
+        torch.ops.mmlaplacian.layer_norm.out(x, weight, bias, 1e-5,
+                                             out=torch.empty(4, 7))
 
 
 def _load_in_fresh_interpreter(patch: str, *paths: str):
@@ -123,6 +193,7 @@ def test_a_program_without_our_library_says_how_to_build_it(tmp_path):
     first, second = _load_in_fresh_interpreter(
         'kernels.kernels_library = lambda: None', operator, standard)
     assert first.startswith('ImportError') and OPERATOR in first, first
+    assert LAYER_NORM_OPERATOR in first, first
     assert 'rebuild' in first, first
     assert second == 'loaded'
 
@@ -176,9 +247,10 @@ def test_tool_writes_a_backbone_program_with_the_operator(
         ]
     printed = run_tool(args).stdout
     own = re.search(r'run by our ExecuTorch kernels: (.*)', printed)[1]
-    assert 'laplace_kernel' in own, own
+    assert 'laplace_kernel' in own and 'layer_norm' in own, own
     portable = re.search(r'left to the portable kernels: (.*)', printed)[1]
     assert 'laplace' not in portable and 'maximum' not in portable, portable
+    assert 'layer_norm' not in portable, portable
 
     image = torch.rand(1, 3, 96, 96,
                        generator=torch.Generator().manual_seed(1))

@@ -70,8 +70,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--laplace', choices=EXECUTORCH_LAPLACE_FORMS, default='auto',
         help='graph form of the Laplacian kernel; operator: keep our '
-        'operator, run by our ExecuTorch kernel (faster; the runtime needs '
-        'mmlaplacian._executorch_kernels, docs/deployment.md)')
+        'operator, and LayerNorm, run by our ExecuTorch kernels (faster; '
+        'the runtime needs mmlaplacian._executorch_kernels, '
+        'docs/deployment.md)')
     parser.add_argument(
         '--block-elements', type=int, default=XNNPACK_BLOCK_ELEMENTS,
         help='element budget of one row block of the row-blocks kernel '
