@@ -1,10 +1,13 @@
 PYTHON ?= python3
 
-.PHONY: install test test-fast test-adapters demo demo-seg gpu-check gpu-wheels clean
+.PHONY: install test test-fast test-adapters demo demo-seg executorch-runner gpu-check gpu-wheels clean
 
 # The OpenMMLab stack: upstream (mmcv 2.1.0, mmdet 3.3.0, ...) or onedl (the
 # maintained fork); exact versions in requirements/constraints/$(STACK).txt.
 STACK ?= upstream
+
+# make executorch-runner TARGET=aarch64 cross-compiles for 64-bit Arm Linux.
+TARGET ?= native
 
 install:  ## set up everything in the active Python environment (STACK=upstream|onedl)
 	STACK=$(STACK) bash tools/install.sh
@@ -32,6 +35,9 @@ demo:  ## the quick start: synthetic COCO, train Tiny Mask R-CNN, COCO AP, pictu
 
 demo-seg:  ## segmentation quick start: synthetic label maps, Tiny Semantic FPN, mIoU, pictures
 	bash tools/quickstart_seg.sh
+
+executorch-runner:  ## the C++ ExecuTorch runner with our kernels, no Python (TARGET=native|aarch64): build/executorch_runner*/
+	PYTHON=$(PYTHON) bash tools/deployment/build_executorch_runner.sh $(TARGET)
 
 gpu-check:  ## GPU acceptance run (build, op/model/AMP tests, sanitizers, benchmarks): gpu_check_out/gpu_report.md
 	bash tools/gpu_check.sh
