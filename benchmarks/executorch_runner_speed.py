@@ -28,8 +28,7 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
-import numpy as np
-
+from benchmarks.executorch_profile import random_inputs
 from benchmarks.harness import (REPO_ROOT, peak_rss_mb, run_in_subprocess,
                                 time_passes, worker_main)
 from benchmarks.tables import markdown_table
@@ -44,14 +43,8 @@ def run_case(spec: dict) -> dict:
 
     from mmlaplacian.deployment.executorch_kernels import load_program
     program = load_program(spec['program'])
-    meta = program.metadata(spec['method'])
-    generator = np.random.default_rng(spec['seed'])
-    inputs = [
-        torch.from_numpy(
-            generator.random(tuple(meta.input_tensor_meta(i).sizes()),
-                             dtype=np.float32))
-        for i in range(meta.num_inputs())
-    ]
+    torch.manual_seed(spec['seed'])
+    inputs = random_inputs(program, spec['method'])
     method = program.load_method(spec['method'])
     method.execute(inputs)  # warm-up: allocations, thread pool, caches
     times = time_passes([lambda: method.execute(inputs)], spec['passes'])

@@ -29,7 +29,6 @@ from typing import List, Sequence, Tuple
 import numpy as np
 import torch
 
-from mmlaplacian.deployment.executorch_export import run_executorch
 from mmlaplacian.deployment.executorch_kernels import load_program
 
 
@@ -54,16 +53,19 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def input_shapes(program: str, method: str) -> List[Tuple[int, ...]]:
-    """The shapes of a method's inputs, from the program's metadata."""
-    loaded = load_program(program)
-    if method not in loaded.method_names:
-        raise SystemExit(f'{program} has no method {method!r}; its methods: '
-                         f'{", ".join(sorted(loaded.method_names))} '
+def load_method(path: str, name: str) -> Tuple[object, List[Tuple[int,
+                                                                   ...]]]:
+    """A method of the program, loaded once in ExecuTorch's Python runtime
+    (with our kernels), and the shapes of its inputs."""
+    program = load_program(path)
+    if name not in program.method_names:
+        raise SystemExit(f'{path} has no method {name!r}; its methods: '
+                         f'{", ".join(sorted(program.method_names))} '
                          '(--method)')
-    meta = loaded.metadata(method)
-    return [tuple(meta.input_tensor_meta(i).sizes())
-            for i in range(meta.num_inputs())]
+    meta = program.metadata(name)
+    shapes = [tuple(meta.input_tensor_meta(i).sizes())
+              for i in range(meta.num_inputs())]
+    return program.load_method(name), shapes
 
 
 def compare(reference: np.ndarray, candidate: np.ndarray) -> Tuple[float,
@@ -101,20 +103,16 @@ def main(argv: Sequence[str] = ()) -> int:
     for path, what in ((args.program, 'program'), (args.runner, 'runner')):
         if not osp.isfile(path):
             raise SystemExit(f'no {what} at {path}')
+    method, shapes = load_method(args.program, args.method)
     generator = np.random.default_rng(args.seed)
-    inputs = [
-        generator.random(shape, dtype=np.float32)
-        for shape in input_shapes(args.program, args.method)
-    ]
+    inputs = [generator.random(shape, dtype=np.float32) for shape in shapes]
     with tempfile.TemporaryDirectory() as work:
         input_files = []
         for i, value in enumerate(inputs):
             input_files.append(osp.join(work, f'input_{i}.npy'))
             np.save(input_files[-1], value)
         run_runner(args, input_files, work)
-        expected = run_executorch(args.program,
-                                  [torch.from_numpy(x) for x in inputs],
-                                  args.method)
+        expected = method.execute([torch.from_numpy(x) for x in inputs])
         worst = 0.0
         for i, reference in enumerate(expected):
             saved = osp.join(work, f'output_{i}.npy')
