@@ -44,9 +44,8 @@ INT8_TYPES = re.compile(r'\bQ[SCUD]8')
 
 def random_inputs(program, method: str) -> List[torch.Tensor]:
     """Random float inputs of the method's input shapes."""
-    meta = program.metadata(method)
-    return [torch.rand(tuple(meta.input_tensor_meta(i).sizes()))
-            for i in range(meta.num_inputs())]
+    from mmlaplacian.deployment.executorch_kernels import method_input_sizes
+    return [torch.rand(size) for size in method_input_sizes(program, method)]
 
 
 def event_times_ms(etdump_path: str,

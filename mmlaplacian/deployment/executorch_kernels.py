@@ -31,7 +31,7 @@ import ctypes
 import importlib.machinery
 import mmap
 import os.path as osp
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -210,3 +210,18 @@ def load_program(path: str, **options):
     if _LOADED is None and program_needs_kernels(path):
         load_executorch_kernels()
     return Runtime.get().load_program(path, **options)
+
+
+def method_input_sizes(program, method: str) -> List[Tuple[int, ...]]:
+    """The input shapes a method of a loaded program was exported for.
+
+    Args:
+        program: An ``executorch.runtime.Program`` (:func:`load_program`).
+        method (str): One of ``program.method_names``.
+
+    Returns:
+        list: One shape tuple per input, in the method's order.
+    """
+    meta = program.metadata(method)
+    return [tuple(meta.input_tensor_meta(i).sizes())
+            for i in range(meta.num_inputs())]

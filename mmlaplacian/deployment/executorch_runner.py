@@ -19,7 +19,7 @@ import torch
 from .detectors import ExportableTwoStageDetector, build_exportable_detector
 from .executorch_detectors import (BBOX_HEAD_METHOD, DENSE_METHOD,
                                    MASK_HEAD_METHOD)
-from .executorch_kernels import load_program
+from .executorch_kernels import load_program, method_input_sizes
 from .runtime import paste_masks
 
 
@@ -41,13 +41,9 @@ class ProgramMethod:
             raise ValueError(f'{path} has no method {name!r} (it has '
                              f'{sorted(program.method_names)}): not a '
                              f'program of this detector type')
-        meta = program.metadata(name)
         self.where = f'{path}:{name}'
-        self.input_sizes = [
-            tuple(meta.input_tensor_meta(i).sizes())
-            for i in range(meta.num_inputs())
-        ]
-        self.num_outputs = meta.num_outputs()
+        self.input_sizes = method_input_sizes(program, name)
+        self.num_outputs = program.metadata(name).num_outputs()
         self.method = program.load_method(name)
 
     def __call__(self, *args: torch.Tensor):

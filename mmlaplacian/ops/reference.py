@@ -33,7 +33,11 @@ def laplace_kernel_forward_reference(x: torch.Tensor,
     for c in range(dim):
         term = x[:, :, c, None] - y[:, None, :, c]
         dist += term.abs_()
-    return dist.neg_().exp_()
+    # The output is a new tensor, not dist exponentiated in place: a
+    # compiled autograd.Function (torch 2.11, aot_eager) saves an output made
+    # by an in-place op as it was before that op, and the backward, which
+    # reads the saved output, then returns zeros.
+    return dist.neg_().exp()
 
 
 def laplace_kernel_backward_reference(

@@ -26,7 +26,7 @@ BUGS = {
     'memcheck': ('oob-write', 'Invalid __global__ write'),
     'racecheck': ('race', 'Race reported'),
     'initcheck': ('uninit-read', 'Uninitialized __global__ memory read'),
-    'synccheck': ('divergent-barrier', 'Barrier error'),
+    'synccheck': ('bad-warp-mask', 'Barrier error'),
 }
 
 from tools.gpu.probe import cuda_home

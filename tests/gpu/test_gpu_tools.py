@@ -30,6 +30,44 @@ def test_tables_without_warnings(render):
         '## Laplacian kernel\n| impl | ms |\n|---|---|\n| cuda | 1.2 |')
 
 
+def test_report_of_a_crash_keeps_what_says_where(render, tmp_path):
+    """A crashed mmcv check shows its stages and faulthandler's stack in the
+    mmcv section; a failed step's tail leaves out pytest's captured DEBUG
+    lines and cuts compiler lines; a figure recorded twice is listed once."""
+    logs = tmp_path / 'logs'
+    logs.mkdir()
+    (tmp_path / 'steps.tsv').write_text(
+        'mmcv\tFAILED (exit 1)\t300\nops-tests\tFAILED (exit 1)\t200\n')
+    (logs / 'mmcv.log').write_text('\n'.join([
+        '$ bash tools/gpu/build_mmcv.sh', 'g++ ' + '-I/include ' * 200,
+        'check: mmcv imported', 'Fatal Python error: Segmentation fault',
+        'Current thread 0x00007f (most recent call first):',
+        '  File "<string>", line 12 in <module>', '#0  0x7f in nms_cuda ()',
+        'build_mmcv: mmcv was built but its CUDA ops do not load']) + '\n')
+    (logs / 'ops-tests.log').write_text(
+        '$ python -m pytest tests/ops\n' +
+        'DEBUG    torch.__trace:utils.py:2126\n' * 50 +
+        'E   AssertionError: ' + 'x' * 1000 + '\n1 failed in 3.0s\n')
+    figure = json.dumps({'check': 'CUDA build', 'metric': 'device',
+                         'value': 'H200', 'bound': None})
+    (tmp_path / 'figures.jsonl').write_text(f'{figure}\n{figure}\n')
+    report = subprocess.run(
+        [sys.executable, 'tools/gpu/render_report.py', '--work',
+         str(tmp_path), '--status', '1', '--seconds', '300'],
+        capture_output=True, text=True, timeout=60, check=True).stdout
+    mmcv = report.split('## mmcv')[1].split('##')[0]
+    for line in ('check: mmcv imported', 'Fatal Python error',
+                 'line 12 in <module>', '#0  0x7f in nms_cuda'):
+        assert line in mmcv
+    assert '-I/include' not in mmcv
+    assert 'DEBUG' not in report
+    tail = report.split('failed step `ops-tests`')[1]
+    cut = [ln for ln in tail.splitlines() if 'AssertionError' in ln]
+    assert len(cut) == 1 and cut[0].endswith('x [...]')
+    assert len(cut[0]) == render.LINE_LIMIT + len(' [...]')
+    assert report.count('| CUDA build | device | H200 |') == 1
+
+
 def wheel(folder, name, version, requires=()):
     """A wheel holding only its metadata (what check_wheels reads)."""
     meta = [f'Name: {name}', f'Version: {version}']

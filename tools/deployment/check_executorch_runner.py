@@ -29,7 +29,8 @@ from typing import List, Sequence, Tuple
 import numpy as np
 import torch
 
-from mmlaplacian.deployment.executorch_kernels import load_program
+from mmlaplacian.deployment.executorch_kernels import (load_program,
+                                                     method_input_sizes)
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -62,10 +63,7 @@ def load_method(path: str, name: str) -> Tuple[object, List[Tuple[int,
         raise SystemExit(f'{path} has no method {name!r}; its methods: '
                          f'{", ".join(sorted(program.method_names))} '
                          '(--method)')
-    meta = program.metadata(name)
-    shapes = [tuple(meta.input_tensor_meta(i).sizes())
-              for i in range(meta.num_inputs())]
-    return program.load_method(name), shapes
+    return program.load_method(name), method_input_sizes(program, name)
 
 
 def compare(reference: np.ndarray, candidate: np.ndarray) -> Tuple[float,

@@ -37,16 +37,36 @@ tar -xzf "${sdist}" -C "${build_dir}" || die "cannot unpack ${sdist}"
 src=$(find "${build_dir}" -mindepth 1 -maxdepth 1 -type d -name 'mmcv-*' | head -n 1)
 [ -n "${src}" ] || die "no mmcv-* folder in ${sdist}"
 
-check() {  # check DIR: mmcv there loads its ops, built with CUDA
-  (cd / && PYTHONPATH="$1${PYTHONPATH:+:${PYTHONPATH}}" "${PYTHON}" -c "
-import torch, mmcv, mmcv._ext
+# The check: mmcv loads its ops, built with CUDA, and runs one on the GPU. A
+# line per stage (and faulthandler) say where a crash in native code was.
+check_program="
+import torch, mmcv
+print('check: mmcv imported', flush=True)
+import mmcv._ext
+print('check: mmcv._ext loaded', flush=True)
 from mmcv.ops import get_compiling_cuda_version, nms
 cuda = get_compiling_cuda_version()
 assert cuda != 'not available', 'mmcv._ext was built without CUDA'
-if torch.cuda.is_available():  # one CUDA op on the GPU
-    boxes = torch.tensor([[0., 0, 10, 10], [1, 1, 10, 10]], device='cuda')
-    nms(boxes, torch.tensor([0.9, 0.8], device='cuda'), 0.5)
-print('mmcv', mmcv.__version__, 'with CUDA', cuda, 'ops')")
+boxes = torch.tensor([[0., 0, 10, 10], [1, 1, 10, 10]])
+scores = torch.tensor([0.9, 0.8])
+nms(boxes, scores, 0.5)
+print('check: nms ran on the CPU', flush=True)
+if torch.cuda.is_available():
+    nms(boxes.cuda(), scores.cuda(), 0.5)
+    torch.cuda.synchronize()
+    print('check: nms ran on the GPU', flush=True)
+print('mmcv', mmcv.__version__, 'with CUDA', cuda, 'ops')"
+
+check() {  # check DIR: mmcv there passes the check
+  (cd / && PYTHONPATH="$1${PYTHONPATH:+:${PYTHONPATH}}" "${PYTHON}" -X faulthandler \
+    -c "${check_program}")
+}
+
+backtrace() {  # backtrace DIR: the check again under gdb, for the native stack
+  command -v gdb >/dev/null 2>&1 || { echo "build_mmcv: no gdb here for a native backtrace"; return; }
+  echo "build_mmcv: the check under gdb:"
+  (cd / && PYTHONPATH="$1${PYTHONPATH:+:${PYTHONPATH}}" timeout 120 gdb -q -batch \
+    -ex run -ex bt --args "${PYTHON}" -c "${check_program}" 2>&1 | grep -v '^\[New Thread\|^\[Thread' | tail -n 60)
 }
 
 use_prebuilt=false
@@ -58,6 +78,7 @@ if [ -n "${prebuilt}" ]; then
     use_prebuilt=true
     echo "build_mmcv: using the prebuilt ${prebuilt}"
   else
+    backtrace "${src}"
     echo "build_mmcv: the prebuilt ${prebuilt} does not load: building"
     rm -f "${src}/mmcv/_ext${suffix}"
   fi
@@ -67,7 +88,10 @@ if ! ${use_prebuilt}; then
   echo "build_mmcv: building with CUDA for ${TORCH_CUDA_ARCH_LIST}, MAX_JOBS=${MAX_JOBS:-all}"
   (cd "${src}" && MMCV_WITH_OPS=1 FORCE_CUDA=1 "${PYTHON}" setup.py build_ext --inplace) ||
     die "the mmcv build failed (see above)"
-  check "${src}" || die "mmcv was built but its CUDA ops do not load"
+  if ! check "${src}"; then
+    backtrace "${src}"
+    die "mmcv was built but its CUDA ops do not load"
+  fi
   so="${src}/mmcv/_ext${suffix}"
   # Debug sections make up most of the file; gzip halves the rest.
   stripped="${build_dir}/_ext.stripped"

@@ -15,6 +15,13 @@ import re
 from typing import List
 
 FAILED_TAIL = 40  # log lines shown for a failed step
+LINE_LIMIT = 300  # characters kept of a log line (compiler lines run to 10k)
+# What the mmcv section keeps of build_mmcv.sh's log: its own lines, the
+# check's stages and, after a crash, faulthandler's and gdb's stacks.
+MMCV_LINES = re.compile(
+    r'^(build_mmcv:|mmcv |mmengine |check:|Fatal Python error|'
+    r'Current thread|Thread 0x|\s+File "|#\d+\s|Program received signal)'
+    r'|Segmentation fault')
 SANITIZERS = ('memcheck', 'racecheck', 'initcheck', 'synccheck')
 # The order of gpu_check.sh (steps run side by side end in any order).
 ORDER = ('wheels', 'probe', 'mmcv', 'build', 'cuda-kernels', 'ops-tests',
@@ -50,6 +57,10 @@ def ran(log: str) -> bool:
     return bool(log.partition('\n')[2].strip())
 
 
+def shorten(line: str) -> str:
+    return line if len(line) <= LINE_LIMIT else line[:LINE_LIMIT] + ' [...]'
+
+
 def code_block(text: str) -> str:
     return '```\n' + text.rstrip() + '\n```\n'
 
@@ -71,7 +82,8 @@ def figures_table(work: str) -> List[str]:
     if not text:
         return ['No figures were recorded (the GPU tests did not run).']
     lines = ['| check | figure | value | bound |', '|---|---|---|---|']
-    for raw in text.splitlines():
+    # A test run by two steps (cuda-kernels, ops-tests) records twice.
+    for raw in dict.fromkeys(text.splitlines()):
         try:
             item = json.loads(raw)
         except ValueError:  # a line cut off by a killed test
@@ -161,9 +173,8 @@ def main() -> None:
         parts += ['## The commands each step would run',
                   code_block('\n'.join(c for c in commands if c))]
     parts += ['## mmcv', code_block('\n'.join(
-        ln for ln in read(osp.join(logs, 'mmcv.log')).splitlines()
-        if ln.startswith(('build_mmcv:', 'mmcv ', 'mmengine '))) or
-        'not built here')]
+        shorten(ln) for ln in read(osp.join(logs, 'mmcv.log')).splitlines()
+        if MMCV_LINES.search(ln)) or 'not built here')]
     for name, what in PYTEST_STEPS:
         parts += [f'## Tests: {what}',
                   *pytest_section(read(osp.join(logs, f'{name}.log')), name),
@@ -179,7 +190,10 @@ def main() -> None:
               'Not run, or no tables written.', '']
     for name, result, _ in rows:
         if result.startswith('FAILED') and not args.dry_run == '1':
-            tail = read(osp.join(logs, f'{name}.log')).splitlines()
+            # pytest's captured torch.compile DEBUG logs say nothing here.
+            tail = [shorten(ln) for ln in read(osp.join(
+                logs, f'{name}.log')).splitlines()
+                    if not ln.startswith('DEBUG ')]
             parts += [f'## Log tail of the failed step `{name}`',
                       code_block('\n'.join(tail[-FAILED_TAIL:]))]
     print('\n'.join(parts))

@@ -3,7 +3,7 @@
 // namespace puts "mmlaplacian" in their names, which the sanitizer filter
 // selects), and a clean case with the same patterns done right.
 //
-//   broken_kernels clean|oob-write|race|uninit-read|divergent-barrier
+//   broken_kernels clean|oob-write|race|uninit-read|bad-warp-mask
 //
 // Exits 0 unless a CUDA call fails: the bugs are silent without the tool.
 #include <cstdio>
@@ -46,12 +46,16 @@ __global__ void tile_load(const int *in, int *out) {
   out[t] = tile[kThreads - 1 - t];
 }
 
-// synccheck: a barrier inside a branch that part of a warp skips.
-__global__ void guarded_barrier(float *data, int n) {
+// synccheck: a warp barrier whose mask leaves out a thread that calls it
+// (lanes 0-15 are named, lanes 0-16 arrive). A __syncthreads() that some
+// threads skip and then exit is no such bug: since Volta, exited threads
+// count as arrived, and synccheck rightly stays silent.
+__global__ void masked_warp_barrier(float *data, int callers) {
   const int t = threadIdx.x;
-  if (t < n) {
+  const unsigned named = __ballot_sync(0xffffffffu, t < 16);
+  if (t < callers) {
     data[t] += 1.f;
-    __syncthreads();
+    __syncwarp(named);
   }
 }
 
@@ -104,10 +108,10 @@ bool run(const char *name, bool buggy) {
     tile_load<<<1, kThreads>>>(src, dst);
     ok &= finish("uninit-read");
   }
-  if (!buggy || !std::strcmp(name, "divergent-barrier")) {
-    // Threads 48..63 of the second warp skip the barrier.
-    guarded_barrier<<<1, 64>>>(f, buggy ? 48 : 64);
-    ok &= finish("divergent-barrier");
+  if (!buggy || !std::strcmp(name, "bad-warp-mask")) {
+    // Lane 16 calls the barrier of lanes 0-15.
+    masked_warp_barrier<<<1, 32>>>(f, buggy ? 17 : 16);
+    ok &= finish("bad-warp-mask");
   }
   cudaFree(f);
   cudaFree(sum);
@@ -120,7 +124,7 @@ bool run(const char *name, bool buggy) {
 
 int main(int argc, char **argv) {
   const char *cases[] = {"clean", "oob-write", "race", "uninit-read",
-                         "divergent-barrier"};
+                         "bad-warp-mask"};
   if (argc == 2) {
     for (const char *name : cases) {
       if (!std::strcmp(argv[1], name)) {
@@ -131,7 +135,7 @@ int main(int argc, char **argv) {
   }
   std::fprintf(stderr,
                "usage: %s clean|oob-write|race|uninit-read|"
-               "divergent-barrier\n",
+               "bad-warp-mask\n",
                argv[0]);
   return 2;
 }
