@@ -1,6 +1,6 @@
 PYTHON ?= python3
 
-.PHONY: install test test-fast test-adapters demo demo-seg executorch-runner gpu-check gpu-wheels clean
+.PHONY: install test test-fast test-adapters demo demo-seg executorch-runner gpu-check gpu-wheels gpu-mmcv clean
 
 # The OpenMMLab stack: upstream (mmcv 2.1.0, mmdet 3.3.0, ...) or onedl (the
 # maintained fork); exact versions in requirements/constraints/$(STACK).txt.
@@ -44,6 +44,9 @@ gpu-check:  ## GPU acceptance run (build, op/model/AMP tests, sanitizers, benchm
 
 gpu-wheels:  ## download what a bare GPU machine lacks into .whl/ for tools/gpu_session.sh (docs/gpu.md)
 	bash tools/gpu/download_wheels.sh
+
+gpu-mmcv:  ## build mmcv's CUDA extension here for the GPU machine, into .whl/ (after gpu-wheels; ~30 min on 2 cores)
+	bash tools/gpu/prebuild_mmcv.sh
 
 clean:
 	rm -rf build mmlaplacian/_ext*.so mmlaplacian/_executorch_kernels*.so work_dirs .pytest_cache

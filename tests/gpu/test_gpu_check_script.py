@@ -20,7 +20,7 @@ import pytest
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SCRIPTS = ['tools/gpu_check.sh', 'tools/gpu_session.sh',
            'tools/gpu/sanitize.sh', 'tools/gpu/build_mmcv.sh',
-           'tools/gpu/download_wheels.sh']
+           'tools/gpu/download_wheels.sh', 'tools/gpu/prebuild_mmcv.sh']
 MAX_FILES = 8  # what the GPU machine's tool returns from $OUT
 NAME = re.compile(r'[A-Za-z0-9._-]+')
 SMI_OK = 'echo "NVIDIA H200 (stand-in for a dry run), 580.159.04, 143771 MiB"'
@@ -181,3 +181,29 @@ def test_no_usable_gpu_fails_early(tmp_path):
     assert 'Result: **NOT RUN**' in text
     assert 'Not run: nvidia-smi lists no usable GPU' in text
     assert 'build' not in steps(text)
+
+
+@pytest.mark.parametrize('missing', ['wheels', 'nvcc', 'python'])
+def test_prebuild_names_what_is_missing(tmp_path, missing):
+    """make gpu-mmcv stops before any download or build, naming what it
+    lacks: the carried packages, nvcc, or the GPU machine's Python."""
+    wheels = tmp_path / 'whl'
+    wheels.mkdir()
+    if missing != 'wheels':
+        for name in ('addict-2.4.0-py3-none-any.whl', 'mmcv-2.1.0.tar.gz'):
+            (wheels / name).write_bytes(b'')
+    cuda = tmp_path / 'cuda'
+    (cuda / 'bin').mkdir(parents=True)
+    if missing != 'nvcc':
+        (cuda / 'bin' / 'nvcc').write_text('#!/bin/sh\n')
+        (cuda / 'bin' / 'nvcc').chmod(0o755)
+    env = {**os.environ, 'WHEEL_DIR': str(wheels), 'CUDA_HOME': str(cuda),
+           'GPU_PREBUILD_DIR': str(tmp_path / 'work'),
+           'GPU_PYTHON': 'python9.99' if missing == 'python' else 'python3'}
+    proc = run_script('tools/gpu/prebuild_mmcv.sh', env)
+    assert proc.returncode == 1
+    expected = {'wheels': 'run make gpu-wheels first',
+                'nvcc': f'no nvcc in {cuda}/bin',
+                'python': 'no python9.99 here'}[missing]
+    assert expected in proc.stderr
+    assert not (tmp_path / 'work').exists()

@@ -65,8 +65,11 @@ check() {  # check DIR: mmcv there passes the check
 backtrace() {  # backtrace DIR: the check again under gdb, for the native stack
   command -v gdb >/dev/null 2>&1 || { echo "build_mmcv: no gdb here for a native backtrace"; return; }
   echo "build_mmcv: the check under gdb:"
+  local python  # gdb needs the binary, not a wrapper such as pyenv's shim
+  python=$("${PYTHON}" -c 'import sys; print(sys.executable)') || return
   (cd / && PYTHONPATH="$1${PYTHONPATH:+:${PYTHONPATH}}" timeout 120 gdb -q -batch \
-    -ex run -ex bt --args "${PYTHON}" -c "${check_program}" 2>&1 | grep -v '^\[New Thread\|^\[Thread' | tail -n 60)
+    -ex run -ex 'bt 20' --args "${python}" -c "${check_program}" 2>&1 |
+    grep -v '^\[New Thread\|^\[Thread\|^\[Inferior' | tail -n 40)
 }
 
 use_prebuilt=false
