@@ -62,10 +62,9 @@ fi
 # The GPU machine's CUDA image has every CUDA header; a toolkit here may lack
 # those of the libraries that torch's wheels bring (cusparse.h, included by
 # ATen/cuda/CUDAContext.h): the wheels' own headers serve instead.
-includes=$(find "${venv}/" -type d -path '*/site-packages/nvidia/*/include' | sort | paste -sd:)
-cuda_args=
-IFS=: read -ra dirs <<<"${includes}"
-for dir in "${dirs[@]}"; do cuda_args+=${cuda_args:+ }-I${dir}; done
+mapfile -t dirs < <(find "${venv}/" -type d -path '*/site-packages/nvidia/*/include' | sort)
+includes=$(IFS=:; echo "${dirs[*]}")
+cuda_args=${dirs[*]/#/-I}
 
 marker=${work}/build-started
 touch "${marker}" || exit 1
