@@ -10,8 +10,14 @@
     defined(__linux__)
 #define MMLAPLACIAN_SIMD_CLONES \
   __attribute__((target_clones("avx512f", "avx2", "default")))
+// For a kernel whose best register tiling differs with the vector width: its
+// AVX-512 variant, called where mmlaplacian::cpu_has_avx512().
+#define MMLAPLACIAN_AVX512 __attribute__((target("avx512f")))
+#define MMLAPLACIAN_X86_DISPATCH 1
 #else
 #define MMLAPLACIAN_SIMD_CLONES
+#define MMLAPLACIAN_AVX512
+#define MMLAPLACIAN_X86_DISPATCH 0
 #endif
 
 #if defined(__GNUC__)
@@ -25,6 +31,15 @@
 #include <cstring>
 
 namespace mmlaplacian {
+
+// Whether this CPU runs the MMLAPLACIAN_AVX512 variants.
+inline bool cpu_has_avx512() {
+#if MMLAPLACIAN_X86_DISPATCH
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
 
 // w * sign(t) with sign(0) = 0, as bit operations that vectorise to a
 // compare and one logic instruction: w with its sign bit flipped where t < 0.

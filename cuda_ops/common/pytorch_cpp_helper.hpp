@@ -80,18 +80,13 @@ inline void check_newton_schulz_inputs(const at::Tensor& a,
 }
 
 // The init argument of newton_schulz_inverse.
-inline NewtonSchulzInit parse_newton_schulz_init(std::string_view init) {
-  if (init == "auto") return NewtonSchulzInit::kAuto;
-  if (init == "identity") return NewtonSchulzInit::kIdentity;
-  TORCH_CHECK_VALUE(init == "transpose",
+inline NewtonSchulzInit parse_newton_schulz_init(std::string_view name) {
+  NewtonSchulzInit init;
+  TORCH_CHECK_VALUE(newton_schulz_init_from_name(name, &init),
                     "newton_schulz_inverse: init must be 'auto', 'identity' "
-                    "or 'transpose', got '", init, "'");
-  return NewtonSchulzInit::kTranspose;
+                    "or 'transpose', got '", name, "'");
+  return init;
 }
-
-// A matrix counts as symmetric when max|A - A^T| <= kSymmetryTol * max|A|;
-// 100 ulp of fp32 absorbs rounding in how callers build kernel matrices.
-constexpr double kSymmetryTol = 1.2e-5;
 
 // (dx, dy) of laplace_kernel_backward: a gradient that was not needed is
 // None (std::nullopt).

@@ -150,7 +150,8 @@ def export_detector_executorch(
         quantize: Optional[str] = None,
         calibration: Optional[Sequence[Tuple[torch.Tensor]]] = None,
         laplace: str = 'auto',
-        block_elements: int = XNNPACK_BLOCK_ELEMENTS) -> DetectorPrograms:
+        block_elements: int = XNNPACK_BLOCK_ELEMENTS,
+        float_parts: Optional[Sequence[str]] = None) -> DetectorPrograms:
     """Write a detector's networks as XNNPACK-lowered ExecuTorch programs.
 
     Args:
@@ -176,6 +177,9 @@ def export_detector_executorch(
         block_elements (int): Element budget of one row block of the
             Laplacian kernel (:data:`~mmlaplacian.deployment.
             executorch_export.XNNPACK_BLOCK_ELEMENTS`).
+        float_parts (Sequence[str], optional): With int8: the backbone's
+            parts left in float32 (``export_executorch``'s
+            ``float_parts``).
 
     Returns:
         DetectorPrograms: The programs' files, times and lowering reports.
@@ -204,6 +208,7 @@ def export_detector_executorch(
                               laplace=laplace,
                               quantize=quantize,
                               calibration=calibration,
+                              float_parts=float_parts,
                               block_elements=block_elements)
     if not two_stage:
         return DetectorPrograms(dense)
@@ -218,6 +223,7 @@ def export_detector_executorch(
         laplace=laplace,
         quantize=quantize,
         calibration=recorded if calibration is not None else None,
+        float_parts=float_parts,
         block_elements=block_elements)
     return DetectorPrograms(dense, roi_heads)
 

@@ -12,11 +12,11 @@ portable kernels; the result lists them, so their cost can be judged.
 One program may hold several methods (e.g. a detector's dense part and its
 RoI heads): pass ``{method_name: (module, example_args)}``.
 
-With ``laplace='operator'`` the program keeps the Laplacian kernel as our
-operator, and LayerNorm becomes ours too; both run in our ExecuTorch
-kernels (:mod:`mmlaplacian.deployment.executorch_kernels`) instead of
-standard operators: faster, but a runtime needs those kernels to load the
-program.
+With ``laplace='operator'`` the program keeps the Laplacian kernel and the
+Newton–Schulz inverse as our operators, and LayerNorm becomes ours too; they
+run in our ExecuTorch kernels
+(:mod:`mmlaplacian.deployment.executorch_kernels`) instead of standard
+operators: faster, but a runtime needs those kernels to load the program.
 
 Needs ``executorch`` (``pip install executorch``, which brings torchao).
 """
@@ -41,9 +41,17 @@ DELEGATE_CALL = 'executorch_call_delegate'
 # Graph plumbing that is no computation: left out of the portable-op list.
 _PLUMBING = ('getitem', 'executorch_call_delegate', 'alloc')
 QUANTIZE_MODES = (None, 'int8')
-# The Laplacian kernel kept as our operator, run by our ExecuTorch kernel
-# (and LayerNorm by ours).
+# The parts int8 leaves in float32 unless told otherwise: XNNPACK's int8
+# depthwise kernels are slower than its float32 ones (the Tiny backbone's
+# 9: 1.48 ms against 0.59 ms at 192x192, 27 ms against 15 ms at 800x1344),
+# and float32 is closer to the float model.
+INT8_FLOAT_PARTS = ('depthwise-convolution', )
+# The Laplacian kernel and the Newton-Schulz inverse kept as our operators,
+# run by our ExecuTorch kernels (and LayerNorm by ours).
 LAPLACE_OPERATOR = 'operator'
+# Our operators such a program keeps whole instead of decomposing them.
+KEPT_OPERATORS = (torch.ops.mmlaplacian.laplace_kernel.default,
+                  torch.ops.mmlaplacian.newton_schulz_inverse.default)
 EXECUTORCH_LAPLACE_FORMS = LAPLACE_FORMS + (LAPLACE_OPERATOR, )
 # Element budget of one row block of the Laplacian kernel in XNNPACK: 2M
 # fp32 elements, 8 MiB. XNNPACK runs a block as a few operators over the
@@ -227,37 +235,40 @@ def _lowering(program, quantized: Counter,
 def executorch_decompositions(laplace: str, block_elements: int,
                                feature_sum: str) -> Dict:
     """:func:`~mmlaplacian.ops.export_decompositions` for an ExecuTorch
-    program; with ``laplace='operator'`` the Laplacian kernel stays our
-    operator (and our operators' ``out`` forms are declared for the
-    lowering)."""
+    program; with ``laplace='operator'`` the Laplacian kernel and the
+    Newton–Schulz inverse stay our operators (and their ``out`` forms are
+    declared for the lowering)."""
     if laplace not in EXECUTORCH_LAPLACE_FORMS:
         raise ValueError(f'Laplacian kernel graph form must be one of '
                          f'{EXECUTORCH_LAPLACE_FORMS}, got {laplace!r}')
     if laplace != LAPLACE_OPERATOR:
         return export_decompositions(laplace, block_elements, feature_sum)
     table = export_decompositions('auto', block_elements, feature_sum)
-    del table[torch.ops.mmlaplacian.laplace_kernel.default]
+    for operator in KEPT_OPERATORS:
+        del table[operator]
     declare_operators()
     return table
 
 
 def check_operator_inputs(program: torch.export.ExportedProgram) -> None:
-    """Check that every call of our Laplacian-kernel operator left in
-    ``program`` reads float32, the one dtype our ExecuTorch kernel takes.
+    """Check that every call of our operators left in ``program`` reads
+    float32, the one dtype our ExecuTorch kernels take.
 
     Raises:
         ValueError: A call with inputs of another dtype (named).
     """
     for node in program.graph.nodes:
-        if node.target is not torch.ops.mmlaplacian.laplace_kernel.default:
+        if node.target not in KEPT_OPERATORS:
             continue
-        dtypes = [arg.meta['val'].dtype for arg in node.args[:2]]
+        dtypes = [arg.meta['val'].dtype for arg in node.args
+                  if isinstance(arg, torch.fx.Node)]
         if any(dtype != torch.float32 for dtype in dtypes):
             raise ValueError(
-                f"export_executorch: laplace='operator' runs the Laplacian "
-                f'kernel in our ExecuTorch kernel, which takes float32; '
-                f'{node.name} reads {dtypes[0]} and {dtypes[1]} (export the '
-                f"model in float32, or use laplace='auto')")
+                f"export_executorch: laplace='operator' runs "
+                f'{node.target.name()} in our ExecuTorch kernel, which '
+                f'takes float32; {node.name} reads '
+                f'{", ".join(map(str, dtypes))} (export the model in '
+                f"float32, or use laplace='auto')")
 
 
 def export_executorch(module: Union[nn.Module, Methods],
@@ -266,7 +277,7 @@ def export_executorch(module: Union[nn.Module, Methods],
                       laplace: str = 'auto',
                       quantize: Optional[str] = None,
                       calibration: Optional[Calibration] = None,
-                      float_parts: Sequence[str] = (),
+                      float_parts: Optional[Sequence[str]] = None,
                       block_elements: int = XNNPACK_BLOCK_ELEMENTS,
                       feature_sum: str = XNNPACK_FEATURE_SUM
                       ) -> ExecuTorchResult:
@@ -284,8 +295,9 @@ def export_executorch(module: Union[nn.Module, Methods],
         path (str): Output ``.pte`` file.
         laplace (str): Graph form of the Laplacian kernel
             (:mod:`mmlaplacian.ops.export_forms`), or ``'operator'``: our
-            operator, run by our ExecuTorch kernel, with LayerNorm run by
-            ours too (module docstring).
+            operators, the Newton–Schulz inverse included, run by our
+            ExecuTorch kernels, with LayerNorm run by ours too (module
+            docstring).
         quantize (str, optional): None (float32) or ``'int8'``: static
             int8 through PT2E and the XNNPACK quantizer
             (:func:`~mmlaplacian.deployment.pt2e_quantization.
@@ -293,9 +305,11 @@ def export_executorch(module: Union[nn.Module, Methods],
         calibration (list | dict, optional): With int8: a list of argument
             tuples the single module is run on to fix the scales; with the
             dict form, ``{method_name: list}``.
-        float_parts (Sequence[str]): With int8: parts of a LaplacianFormer
-            left in float32 (keys of :data:`~mmlaplacian.deployment.
-            pt2e_quantization.PARTS`); none by default.
+        float_parts (Sequence[str], optional): With int8: parts of a
+            LaplacianFormer left in float32 (keys of :data:`~mmlaplacian.
+            deployment.pt2e_quantization.PARTS`); None:
+            :data:`INT8_FLOAT_PARTS`, ``()``: everything the quantizer
+            takes.
         block_elements (int): Element budget of one row block of the
             Laplacian kernel's ``'row-blocks'`` form
             (:data:`XNNPACK_BLOCK_ELEMENTS`).
@@ -329,9 +343,11 @@ def export_executorch(module: Union[nn.Module, Methods],
         raise ImportError('export_executorch needs executorch: pip install '
                           f'executorch ({err})') from err
     methods, calibration = _method_table(module, example, calibration)
-    if float_parts and not quantize:
+    if float_parts is not None and not quantize:
         raise ValueError("export_executorch: float_parts is for "
                          "quantize='int8'")
+    float_parts = (INT8_FLOAT_PARTS
+                   if float_parts is None else tuple(float_parts))
     if quantize:
         from .pt2e_quantization import check_float_parts, quantize_program
         check_float_parts(float_parts)

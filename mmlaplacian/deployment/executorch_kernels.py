@@ -1,5 +1,5 @@
-"""Our ExecuTorch kernels: the Laplacian kernel and LayerNorm as operators of
-a program.
+"""Our ExecuTorch kernels: the Laplacian kernel, the Newton–Schulz inverse
+and LayerNorm as operators of a program.
 
 By default an ExecuTorch program holds the Laplacian kernel in standard
 operators (:mod:`mmlaplacian.ops.export_forms`: a ``maximum`` over blocks
@@ -10,6 +10,11 @@ Exported with ``laplace='operator'``, a program calls our kernels instead
 - ``mmlaplacian::laplace_kernel``: one pass over ``(B, N, M)`` that keeps
   each distance in a register, where the forms write and read a
   ``(B, Nb, M, d)`` block for every block of rows;
+- ``mmlaplacian::newton_schulz_inverse``: each landmark matrix iterated
+  start to finish in a small workspace, where the standard operators take
+  the start's norms on the portable kernels (one thread) and then two
+  batched products per step, each paying a GEMM call's fixed cost for a few
+  ``49 x 49`` matrices;
 - ``mmlaplacian::layer_norm``: LayerNorm over the last dimension, its rows
   split over ExecuTorch's thread pool. XNNPACK has no LayerNorm, and
   ExecuTorch's own kernel runs on one thread.
@@ -41,10 +46,14 @@ from mmlaplacian.ops.extension import NAMESPACE
 LIBRARY_NAME = '_executorch_kernels'
 # The operators a program may keep, as the .pte file names them.
 OPERATOR = f'{NAMESPACE}::laplace_kernel'
+NEWTON_SCHULZ_OPERATOR = f'{NAMESPACE}::newton_schulz_inverse'
 LAYER_NORM_OPERATOR = f'{NAMESPACE}::layer_norm'
-OPERATORS = (OPERATOR, LAYER_NORM_OPERATOR)
+OPERATORS = (OPERATOR, NEWTON_SCHULZ_OPERATOR, LAYER_NORM_OPERATOR)
 OUT_SCHEMA = ('laplace_kernel.out(Tensor x, Tensor y, *, Tensor(a!) out) '
               '-> Tensor(a!)')
+NEWTON_SCHULZ_OUT_SCHEMA = (
+    'newton_schulz_inverse.out(Tensor a, int num_iters, str init, *, '
+    'Tensor(a!) out) -> Tensor(a!)')
 LAYER_NORM_SCHEMA = ('layer_norm(Tensor x, Tensor weight, Tensor bias, '
                      'float eps) -> Tensor')
 LAYER_NORM_OUT_SCHEMA = ('layer_norm.out(Tensor x, Tensor weight, '
@@ -127,6 +136,13 @@ def _laplace_kernel_out(x: torch.Tensor, y: torch.Tensor, *,
                               torch.ops.mmlaplacian.laplace_kernel(x, y), out)
 
 
+def _newton_schulz_inverse_out(a: torch.Tensor, num_iters: int, init: str,
+                               *, out: torch.Tensor) -> torch.Tensor:
+    return _shape_checked_out(
+        'newton_schulz_inverse',
+        torch.ops.mmlaplacian.newton_schulz_inverse(a, num_iters, init), out)
+
+
 def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                 eps: float) -> torch.Tensor:
     return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
@@ -152,6 +168,8 @@ def declare_operators() -> None:
     library = torch.library.Library(NAMESPACE, 'FRAGMENT')
     for schema, name, function in (
             (OUT_SCHEMA, 'laplace_kernel.out', _laplace_kernel_out),
+            (NEWTON_SCHULZ_OUT_SCHEMA, 'newton_schulz_inverse.out',
+             _newton_schulz_inverse_out),
             (LAYER_NORM_SCHEMA, 'layer_norm', _layer_norm),
             (LAYER_NORM_OUT_SCHEMA, 'layer_norm.out', _layer_norm_out)):
         library.define(schema)

@@ -19,6 +19,10 @@ attention's SDPA, LayerNorm and the Laplacian kernel's ``|x - y|``, sums and
 Of what it takes, :data:`PARTS` names the pieces of a LaplacianFormer that
 ``float_parts`` can leave in float32:
 
+- ``'depthwise-convolution'``: convolutions of one channel per group (the
+  attention's local context), which XNNPACK runs faster in float32 than in
+  int8; ``export_executorch`` leaves them in float32 unless told otherwise
+  (its ``INT8_FLOAT_PARTS``);
 - ``'laplace-kernel'``: the ``cat`` joining the row blocks of
   ``sum_c |x_c - y_c|`` before ``exp(-d)``;
 - ``'newton-schulz'``: the products of its symmetry test and of the
@@ -29,9 +33,9 @@ Of what it takes, :data:`PARTS` names the pieces of a LaplacianFormer that
 - ``'softmax-attention'``: the last stage's softmax attention (its
   projections).
 
-By default nothing is left out: quantized alone, no part moved an output
-measurably, and leaving them in float did not make the program measurably
-faster or closer to float32 (docs/deployment.md gives the figures).
+Quantized alone, no part of the attention moved an output measurably, and
+leaving them in float did not make the program measurably faster or closer
+to float32 (docs/deployment.md gives the figures).
 """
 from __future__ import annotations
 
@@ -106,8 +110,19 @@ def _attention_arithmetic(node: Node) -> bool:
             and not _LAPLACE_KERNEL(node) and not _NEWTON_SCHULZ(node))
 
 
+def _depthwise_convolution(node: Node) -> bool:
+    """Convolutions of one input channel per group: the attention's local
+    context (and its 5x5 tiles, xnnpack_forms)."""
+    if node.target not in xq.CONV_TARGETS or len(node.args) < 2:
+        return False
+    weight = node.args[1].meta['val']
+    groups = node.args[6] if len(node.args) > 6 else 1
+    return weight.shape[1] == 1 and groups == weight.shape[0] > 1
+
+
 # Parts of a LaplacianFormer the quantizer can be told to leave in float.
 PARTS: Dict[str, Predicate] = {
+    'depthwise-convolution': _depthwise_convolution,
     'laplace-kernel': _LAPLACE_KERNEL,
     'newton-schulz': _NEWTON_SCHULZ,
     'attention-arithmetic': _attention_arithmetic,

@@ -37,6 +37,14 @@ every other node as it is:
   stay float32 in int8 programs, like the rest of the attention's
   statistics.
 
+- **Adaptive average pooling.** The landmarks are the tokens pooled onto a
+  7×7 grid whose bins rarely divide the token grid, so XNNPACK's average
+  pooling cannot take them and ExecuTorch runs its portable kernel, one
+  thread (6 calls, 0.9 ms of the Tiny backbone's 33 ms at 192×192). The
+  form here is the pooling as one product: a constant ``(m, H·W)`` matrix
+  of bin weights times the ``(H·W, C)`` tokens, which the channels-last
+  map already is.
+
 - **Long concatenations.** XNNPACK concatenates at most 5 tensors at a
   time, and ExecuTorch's lowering splits a longer ``cat`` into a chain,
   ``cat(cat(t1, …, t5), t6, …, t9)`` and so on, in which every link copies
@@ -63,6 +71,8 @@ import torch.nn.functional as F
 from torch._guards import detect_fake_mode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
+
+from mmlaplacian.models.layers.landmarks import pooling_matrix
 
 aten = torch.ops.aten
 # Taps of XNNPACK's largest depthwise kernel (5×5).
@@ -228,6 +238,29 @@ def token_variance_unbiased(x: torch.Tensor,
     return token_variance(x, dim, correction=int(unbiased), keepdim=keepdim)
 
 
+def adaptive_average_pool(image: torch.Tensor,
+                          output_size: Sequence[int]
+                          ) -> Optional[torch.Tensor]:
+    """``aten.adaptive_avg_pool2d`` of a float ``(B, C, H, W)`` map as a
+    product with the constant ``(m, H·W)`` bin weights, ``m = h·w`` the
+    output grid; None (the stock operator) for other inputs."""
+    if image.ndim != 4 or not image.is_floating_point():
+        return None
+    batch, channels, height, width = image.shape
+    out_h, out_w = _pair(output_size)
+    if (out_h, out_w) == (height, width):
+        return None
+    rows = pooling_matrix(height, out_h, image)  # (h, H)
+    cols = pooling_matrix(width, out_w, image)  # (w, W)
+    weights = (rows[:, None, :, None] * cols[None, :, None, :]).reshape(
+        out_h * out_w, height * width)
+    # (B, H·W, C): a view where the map is the channels-last view of tokens.
+    tokens = image.permute(0, 2, 3, 1).reshape(batch, height * width,
+                                               channels)
+    pooled = matmul(weights.expand(batch, *weights.shape), tokens)
+    return pooled.transpose(1, 2).reshape(batch, channels, out_h, out_w)
+
+
 def concatenation(tensors: Sequence[torch.Tensor],
                   dim: int = 0) -> Optional[torch.Tensor]:
     """``cat`` of more than :data:`CONCAT_INPUTS` tensors as a balanced tree
@@ -257,6 +290,7 @@ XNNPACK_FORMS: Dict[torch._ops.OpOverload, Callable] = {
     aten.var.correction: token_variance,
     aten.var.dim: token_variance_unbiased,
     aten.cat.default: concatenation,
+    aten.adaptive_avg_pool2d.default: adaptive_average_pool,
 }
 # What a rewritten node passes on to the nodes of its form: the module it
 # was traced in (the int8 quantizer's float parts are chosen by it) and the

@@ -1,7 +1,8 @@
 """Our ExecuTorch kernels (``mmlaplacian._executorch_kernels``): programs
 exported with ``laplace='operator'`` keep ``mmlaplacian::laplace_kernel``
-and turn LayerNorm into ``mmlaplacian::layer_norm``, and ExecuTorch's
-runtime runs both with our kernels, equal to the PyTorch references on odd
+and ``mmlaplacian::newton_schulz_inverse`` and turn LayerNorm into
+``mmlaplacian::layer_norm``, and ExecuTorch's runtime runs them with our
+kernels, equal to the PyTorch references on odd
 shapes; a LaplacianFormer-T program with them matches eager in float32 and
 in int8. Skipped where executorch is not installed."""
 import os.path as osp
@@ -23,9 +24,11 @@ from mmlaplacian.deployment import BackboneForExport  # noqa: E402
 from mmlaplacian.deployment.executorch_export import (  # noqa: E402
     export_executorch, run_executorch)
 from mmlaplacian.deployment.executorch_kernels import (  # noqa: E402
-    LAYER_NORM_OPERATOR, OPERATOR, declare_operators, kernels_library,
-    program_needs_kernels)
+    LAYER_NORM_OPERATOR, NEWTON_SCHULZ_OPERATOR, OPERATOR, declare_operators,
+    kernels_library, program_needs_kernels)
 from mmlaplacian.ops import laplace_kernel_reference  # noqa: E402
+from mmlaplacian.ops.reference import \
+    newton_schulz_forward_reference  # noqa: E402
 from mmlaplacian.synthetic_data.instances import \
     make_synthetic_coco  # noqa: E402
 
@@ -89,6 +92,71 @@ def test_the_kernel_equals_the_reference(tmp_path, batch, rows, cols, dim):
     expected = laplace_kernel_reference(x.double(), y.double())
     assert got.shape == (batch, rows, cols)
     torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-7)
+
+
+class NewtonSchulzInverse(nn.Module):
+    """The operator alone, on a transpose made contiguous inside the
+    program, as the attention hands it a kernel matrix it computed."""
+
+    def __init__(self, num_iters: int, init: str) -> None:
+        super().__init__()
+        self.num_iters, self.init = num_iters, init
+
+    def forward(self, a_t: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mmlaplacian.newton_schulz_inverse(
+            a_t.transpose(1, 2).contiguous(), self.num_iters, self.init)
+
+
+def _landmark_matrices(batch: int, size: int, generator) -> torch.Tensor:
+    """Laplacian kernel matrices of random landmarks: symmetric positive
+    definite, as the attention inverts them."""
+    landmarks = torch.randn(batch, size, 8, generator=generator)
+    return torch.exp(-torch.cdist(landmarks, landmarks, p=1) / 4)
+
+
+@pytest.mark.parametrize('batch, size, num_iters, init, symmetric', [
+    (10, 49, 20, 'auto', True),  # the attention's: 7 x 7 landmarks
+    (3, 49, 20, 'auto', False),  # auto picks the transpose start
+    (2, 67, 25, 'identity', True),  # odd size past two row tiles
+    (1, 5, 30, 'transpose', False),  # smaller than one tile
+    (1, 1, 3, 'auto', True),
+    (2, 33, 0, 'auto', True),  # no step: the start itself
+    (4, 6, 12, 'transpose', True),
+])
+def test_the_newton_schulz_kernel_equals_the_reference(
+        tmp_path, batch, size, num_iters, init, symmetric):
+    """fp32 in our kernel against the reference iterated in float64 from
+    the same start, from a program that lists the operator as ours and
+    leaves nothing of the inverse to the portable kernels."""
+    generator = torch.Generator().manual_seed(batch * 100 + size)
+    a = _landmark_matrices(batch, size, generator)
+    if not symmetric:
+        a = a + 0.05 * torch.rand(batch, size, size, generator=generator)
+    a_t = a.transpose(1, 2).contiguous()
+    path = str(tmp_path / 'inverse.pte')
+    result = export_executorch(NewtonSchulzInverse(num_iters, init), (a_t, ),
+                               path, laplace='operator')
+    assert result.own_ops == {'mmlaplacian.newton_schulz_inverse.out': 1}
+    assert not {'amax.out', 'where.self_out'} & set(result.portable_ops)
+    (got, ) = run_executorch(path, [a_t])
+    expected = newton_schulz_forward_reference(a.double(), num_iters, init)
+    assert got.shape == (batch, size, size)
+    torch.testing.assert_close(got.double(), expected, rtol=1e-4,
+                               atol=1e-4 * expected.abs().max().item())
+
+
+def test_the_newton_schulz_out_form_equals_the_operator():
+    declare_operators()
+    a = _landmark_matrices(3, 7, torch.Generator().manual_seed(0))
+    out = torch.empty(3, 7, 7)
+    got = torch.ops.mmlaplacian.newton_schulz_inverse.out(a, 10, 'auto',
+                                                          out=out)
+    assert got is out
+    torch.testing.assert_close(
+        out, torch.ops.mmlaplacian.newton_schulz_inverse(a, 10, 'auto'))
+    with pytest.raises(ValueError, match=r'\(3, 7, 7\)'):
+        torch.ops.mmlaplacian.newton_schulz_inverse.out(
+            a, 10, 'auto', out=torch.empty(3, 7, 8))
 
 
 class LayerNorm(nn.Module):
@@ -194,6 +262,7 @@ def test_a_program_without_our_library_says_how_to_build_it(tmp_path):
         'kernels.kernels_library = lambda: None', operator, standard)
     assert first.startswith('ImportError') and OPERATOR in first, first
     assert LAYER_NORM_OPERATOR in first, first
+    assert NEWTON_SCHULZ_OPERATOR in first, first
     assert 'rebuild' in first, first
     assert second == 'loaded'
 
@@ -247,10 +316,15 @@ def test_tool_writes_a_backbone_program_with_the_operator(
         ]
     printed = run_tool(args).stdout
     own = re.search(r'run by our ExecuTorch kernels: (.*)', printed)[1]
-    assert 'laplace_kernel' in own and 'layer_norm' in own, own
+    for operator in ('laplace_kernel', 'newton_schulz_inverse', 'layer_norm'):
+        assert operator in own, own
     portable = re.search(r'left to the portable kernels: (.*)', printed)[1]
-    assert 'laplace' not in portable and 'maximum' not in portable, portable
-    assert 'layer_norm' not in portable, portable
+    # Nothing of the kernel (maximum), of LayerNorm, of the inverse's start
+    # (amax, where) or of the landmarks' pooling stays on the portable
+    # kernels.
+    for name in ('laplace', 'maximum', 'layer_norm', 'amax', 'where',
+                 'adaptive_avg_pool'):
+        assert name not in portable, portable
 
     image = torch.rand(1, 3, 96, 96,
                        generator=torch.Generator().manual_seed(1))
@@ -278,6 +352,16 @@ def test_the_operator_form_refuses_inputs_its_kernel_does_not_take(
             torch.randn(1, 3, 4, dtype=torch.float64))
     with pytest.raises(ValueError, match=r'float32.*torch\.float64.*auto'):
         export_executorch(LaplaceKernel(), (x.transpose(1, 2), y),
+                          str(tmp_path / 'float64.pte'), laplace='operator')
+    assert not (tmp_path / 'float64.pte').exists()
+
+
+def test_a_float64_inverse_is_refused_at_export(tmp_path):
+    """The same for the Newton–Schulz inverse: the operator is named."""
+    a = _landmark_matrices(1, 5, torch.Generator().manual_seed(0)).double()
+    with pytest.raises(ValueError,
+                       match=r'newton_schulz_inverse.*float32.*float64'):
+        export_executorch(NewtonSchulzInverse(4, 'auto'), (a, ),
                           str(tmp_path / 'float64.pte'), laplace='operator')
     assert not (tmp_path / 'float64.pte').exists()
 

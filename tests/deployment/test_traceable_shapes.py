@@ -37,8 +37,8 @@ def test_sizes_known_equal():
                           ((7, 300), (1, 49)), ((40, 17), (10, 4))])
 def test_pooling_matrices_equal_adaptive_pooling(shape, grid):
     x = torch.randn(2, 8, *shape, generator=torch.Generator().manual_seed(0))
-    rows = landmarks._pooling_matrix(shape[0], grid[0], x)
-    cols = landmarks._pooling_matrix(shape[1], grid[1], x)
+    rows = landmarks.pooling_matrix(shape[0], grid[0], x)
+    cols = landmarks.pooling_matrix(shape[1], grid[1], x)
     pooled = rows @ x @ cols.transpose(0, 1)
     torch.testing.assert_close(pooled,
                                F.adaptive_avg_pool2d(x, grid),

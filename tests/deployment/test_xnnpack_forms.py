@@ -1,6 +1,6 @@
 """The XNNPACK forms of softmax attention, large depthwise convolutions,
-batched products, means and variances over the tokens and long
-concatenations: the same values
+batched products, means and variances over the tokens, adaptive average
+pooling and long concatenations: the same values
 as the stock operators in double precision, None for the cases they leave
 to the stock operator, and the same outputs once applied to an exported
 program; lowered to ExecuTorch, none of the operators they exist to avoid
@@ -11,11 +11,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from mmlaplacian.models.layers import SoftmaxAttention
+from mmlaplacian.models.layers.landmarks import pool_landmarks
 from mmlaplacian.ops import export_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from mmlaplacian.deployment.xnnpack_forms import (CONCAT_INPUTS,
                                                   DEPTHWISE_TAPS,
+                                                  adaptive_average_pool,
                                                   apply_xnnpack_forms,
                                                   concatenation, conv2d,
                                                   matmul, softmax_attention,
@@ -185,11 +187,43 @@ def test_short_concatenation_is_left_to_the_stock_operator():
     assert concatenation(parts, 0) is None
 
 
+@pytest.mark.parametrize('size,grid', [
+    ((48, 48), (7, 7)),  # stage 1 of LaplacianFormer-T at 192x192
+    ((13, 9), (7, 7)),  # bins of unequal widths, wider than the grid
+    ((5, 11), (3, 4)),
+    ((6, 6), (7, 7)),  # more bins than rows: bins overlap
+])
+@pytest.mark.parametrize('channels_last', [True, False])
+def test_adaptive_average_pool_equals_the_operator(size, grid,
+                                                   channels_last):
+    tokens = _double(2, size[0] * size[1], 5)
+    image = (tokens.reshape(2, *size, 5).permute(0, 3, 1, 2)
+             if channels_last else _double(2, 5, *size))
+    got = adaptive_average_pool(image, grid)
+    torch.testing.assert_close(got, F.adaptive_avg_pool2d(image, grid),
+                               rtol=0, atol=1e-12)
+
+
+def test_adaptive_average_pool_gradients():
+    image = _double(1, 3, 7, 5).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda x: adaptive_average_pool(x, [3, 2]), (image, ))
+
+
+@pytest.mark.parametrize('image,grid', [
+    (_double(2, 3, 7, 7), (7, 7)),  # the grid is the image: no pooling
+    (_double(3, 7, 7), (2, 2)),  # unbatched
+    (torch.ones(1, 2, 6, 6, dtype=torch.int64), (3, 3)),
+])
+def test_other_poolings_are_left_to_the_stock_operator(image, grid):
+    assert adaptive_average_pool(image, grid) is None
+
+
 class _Parts(nn.Module):
     """A 9x9 depthwise convolution, the last stage's softmax attention, a
-    batched product, moments over the tokens and a concatenation of 6 row
-    blocks: each form's case; and a mean over the image, which XNNPACK
-    takes as it is."""
+    batched product, moments over the tokens, landmarks pooled onto a 7x7
+    grid and a concatenation of 6 row blocks: each form's case; and a mean
+    over the image, which XNNPACK takes as it is."""
 
     def __init__(self):
         super().__init__()
@@ -207,7 +241,9 @@ class _Parts(nn.Module):
         moments = (heads.mean(-2, keepdim=True) +
                    heads.var(-2, unbiased=False, keepdim=True))
         blocks = torch.cat([part.exp() for part in attended.split(20, 1)], 1)
-        return attended, gram, moments, x.mean((2, 3), keepdim=True), blocks
+        landmarks = pool_landmarks(attended, image.shape[-2:], (7, 7), 2)
+        return (attended, gram, moments, x.mean((2, 3), keepdim=True), blocks,
+                landmarks)
 
 
 def _with_forms(module, image):
@@ -227,7 +263,8 @@ def test_forms_replace_the_operators_in_an_exported_program():
     calls = [n for n in program.graph.nodes if n.op == 'call_function']
     targets = [node.target for node in calls]
     for absent in (aten.scaled_dot_product_attention.default,
-                   aten.matmul.default, aten.var.dim, aten.var.correction):
+                   aten.matmul.default, aten.var.dim, aten.var.correction,
+                   aten.adaptive_avg_pool2d.default):
         assert absent not in targets
     # 120 tokens in 6 blocks: a cat of 5, then one of it and the sixth.
     cats = [n for n in calls if n.target == aten.cat.default]
@@ -264,7 +301,8 @@ def test_lowered_forms_leave_nothing_they_avoid_to_the_portable_kernels(
     result = export_executorch(module, image, str(tmp_path / 'parts.pte'))
     portable = set(result.portable_ops)
     for avoided in ('where', 'eq', 'any', 'logical_not', 'full_like',
-                    'expand_copy', 'convolution', 'mean', 'var'):
+                    'expand_copy', 'convolution', 'mean', 'var',
+                    '_adaptive_avg_pool2d'):
         assert not any(op.startswith(avoided) for op in portable), portable
     with torch.no_grad():
         expected = module(image)
@@ -275,9 +313,10 @@ def test_lowered_forms_leave_nothing_they_avoid_to_the_portable_kernels(
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_int8_program_quantizes_the_tiles(tmp_path):
-    """The tiles are convolutions the XNNPACK quantizer takes: in int8 the
-    9x9 depthwise convolution runs as four int8 5x5 ones, in a program that
-    XNNPACK loads and that follows eager float32."""
+    """The tiles are convolutions the XNNPACK quantizer takes: asked to
+    quantize everything it takes (no float parts), int8 runs the 9x9
+    depthwise convolution as four int8 5x5 ones, in a program that XNNPACK
+    loads and that follows eager float32."""
     pytest.importorskip('executorch')
     from mmlaplacian.deployment.executorch_export import (export_executorch,
                                                           run_executorch)
@@ -285,7 +324,8 @@ def test_int8_program_quantizes_the_tiles(tmp_path):
     module = _Parts().eval()
     images = [(torch.randn(1, 8, 10, 12), ) for _ in range(2)]
     result = export_executorch(module, images[0], str(tmp_path / 'q.pte'),
-                               quantize='int8', calibration=images)
+                               quantize='int8', calibration=images,
+                               float_parts=())
     assert result.quantized['conv2d'] == 5, result.quantized
     assert 'conv2d' not in result.float_ops, result.float_ops
     with torch.no_grad():

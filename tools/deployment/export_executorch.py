@@ -44,8 +44,8 @@ import torch.nn as nn
 from mmlaplacian.deployment import BackboneForExport
 from mmlaplacian.deployment.calibration import calibration_inputs
 from mmlaplacian.deployment.executorch_export import (
-    EXECUTORCH_LAPLACE_FORMS, XNNPACK_BLOCK_ELEMENTS, ExecuTorchResult,
-    export_executorch, run_executorch)
+    EXECUTORCH_LAPLACE_FORMS, INT8_FLOAT_PARTS, XNNPACK_BLOCK_ELEMENTS,
+    ExecuTorchResult, export_executorch, run_executorch)
 from mmlaplacian.deployment.export import FEATURE_RTOL
 from mmlaplacian.models import LaplacianFormer
 
@@ -86,6 +86,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         'the config\'s training images with --config)')
     parser.add_argument('--calibration-count', type=int, default=32,
                         metavar='N', help='calibration images (default 32)')
+    parser.add_argument(
+        '--float-parts', nargs='*', metavar='PART',
+        help='with --quantize int8: parts left in float32, of '
+        f'{", ".join(float_part_names())} (default: '
+        f'{" ".join(INT8_FLOAT_PARTS)}; the flag alone quantizes all the '
+        'quantizer takes)')
     parser.add_argument('--out', required=True, help='output .pte file')
     args = parser.parse_args(argv)
     if args.calibration_count < 1:
@@ -94,7 +100,23 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         parser.error('--block-elements must be at least 1')
     if args.quantize is None and args.calibration_images:
         parser.error('--calibration-images is for --quantize int8')
+    if args.quantize is None and args.float_parts is not None:
+        parser.error('--float-parts is for --quantize int8')
+    unknown = sorted(set(args.float_parts or ()) - set(float_part_names()))
+    if unknown:
+        parser.error(f'unknown --float-parts {unknown}; the parts are '
+                     f'{", ".join(float_part_names())}')
     return args
+
+
+def float_part_names() -> List[str]:
+    """The parts ``--float-parts`` can name (the int8 module loads only
+    where executorch is installed)."""
+    try:
+        from mmlaplacian.deployment.pt2e_quantization import PARTS
+    except ImportError:
+        return list(INT8_FLOAT_PARTS)
+    return sorted(PARTS)
 
 
 def training_image_folder(cfg) -> str:
@@ -232,7 +254,8 @@ def export_detector(args: argparse.Namespace, cfg) -> int:
                           calibration_and_check(args, cfg))
     programs = export_detector_executorch(detector, args.shape, args.out,
                                           args.quantize, calibration,
-                                          args.laplace, args.block_elements)
+                                          args.laplace, args.block_elements,
+                                          args.float_parts)
     for result in programs.results:
         print_lowering(result)
     dense = build_exportable_detector(detector).eval().dense
@@ -275,6 +298,7 @@ def export(args: argparse.Namespace) -> int:
     calibration, check = calibration_and_check(args, cfg)
     result = export_executorch(module, calibration[0][0], args.out,
                                args.laplace, 'int8', calibration,
+                               float_parts=args.float_parts,
                                block_elements=args.block_elements)
     print_lowering(result)
     compare_int8(result.path, module, check, labels=cfg is not None)

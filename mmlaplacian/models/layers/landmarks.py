@@ -65,7 +65,7 @@ def sizes_known_equal(sizes: Sequence, others: Sequence) -> bool:
     return len(sizes) == len(others)
 
 
-def _pooling_matrix(size, bins, like: torch.Tensor) -> torch.Tensor:
+def pooling_matrix(size, bins, like: torch.Tensor) -> torch.Tensor:
     """``(bins, size)`` weights of adaptive average pooling along one axis:
     bin ``i`` averages ``[floor(i·S/b), ceil((i+1)·S/b))``. Built from
     ``arange`` and comparisons, so it follows symbolic sizes."""
@@ -85,8 +85,8 @@ def _adaptive_avg_pool(spatial: torch.Tensor, grid) -> torch.Tensor:
     sizes = (*spatial.shape[-2:], *grid)
     if not any(isinstance(size, torch.SymInt) for size in sizes):
         return F.adaptive_avg_pool2d(spatial, grid)
-    rows = _pooling_matrix(spatial.shape[-2], grid[0], spatial)
-    cols = _pooling_matrix(spatial.shape[-1], grid[1], spatial)
+    rows = pooling_matrix(spatial.shape[-2], grid[0], spatial)
+    cols = pooling_matrix(spatial.shape[-1], grid[1], spatial)
     return rows @ spatial @ cols.transpose(0, 1)
 
 
