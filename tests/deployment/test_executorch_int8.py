@@ -252,6 +252,20 @@ def test_tool_writes_an_int8_backbone_program_tracking_float32(
         assert corr >= 0.99, (level, corr)
 
 
+@pytest.mark.parametrize('args, message', [
+    (['--quantize', 'int8', '--float-parts', 'ffn'],
+     r"unknown float parts \['ffn'\]; the parts are .*depthwise-convolution"),
+    (['--float-parts', 'laplace-kernel'], '--float-parts is for --quantize'),
+])
+def test_tool_names_bad_float_parts_before_any_work(tmp_path, args,
+                                                    message):
+    proc = run_tool(['tools/deployment/export_executorch.py', '--out',
+                     str(tmp_path / 'x.pte')] + args, expect_success=False)
+    assert proc.returncode == 2
+    assert re.search(message, proc.stdout), proc.stdout
+    assert not (tmp_path / 'x.pte').exists()
+
+
 def test_tool_names_a_missing_calibration_folder(tmp_path):
     proc = run_tool([
         'tools/deployment/export_executorch.py', '--shape', '96', '96',
