@@ -14,6 +14,11 @@ backbone (random weights, seed 0):
   constants, folds BatchNorm into the convolutions and pre-packs the linear
   weights.
 
+``--precisions fp32 bf16`` adds each variant under CPU bfloat16 autocast
+(``eager+bf16``, ``inductor+bf16``, ...), as ``tools/test.py --amp`` runs
+the backbone: the matrix products and convolutions in bfloat16, our
+operators in float32. It pays off on CPUs with AMX or AVX512-BF16.
+
 The first call of a compiled variant compiles it; its wall time is the
 ``first call`` column. Then every variant runs ``--warmup`` untimed passes,
 and ``--repeat`` rounds run each variant once in turn, so that other load on
@@ -25,7 +30,8 @@ disturbed, and the rounds are run again (``--retries``).
 Modes:
 
 - ``fwd``: eval mode under ``torch.no_grad()``; ``max |Δ|`` is the largest
-  difference of any output from eager's on the same image. Eager runs the
+  difference of any output from float32 eager's on the same image, and
+  ``rel. error`` the largest ``‖Δ‖ / ‖eager‖`` of an output. Eager runs the
   attention's chunked CPU form at detection sizes; compiled code runs its
   full form, whose graph does not depend on the size.
 - ``train``: train mode, one SGD step (zero the gradients, forward, backward
@@ -36,6 +42,8 @@ Output in ``--out-dir``: ``results.json`` and ``compiled_speed.md``.
 
 Examples:
     python -m benchmarks.compiled_speed --modes fwd --sizes 800x1344
+    python -m benchmarks.compiled_speed --sizes 800x1344 \\
+        --precisions fp32 bf16
     python -m benchmarks.compiled_speed --sizes 800x1344 --threads 2 \\
         --repeat 5 --allocator no-mmap --wait-idle 300
 """
@@ -62,6 +70,14 @@ VARIANTS = {
     'fwd': ('eager', 'inductor', 'inductor+freezing'),
     'train': ('eager', 'inductor'),
 }
+PRECISIONS = ('fp32', 'bf16')
+BF16 = '+bf16'
+
+
+def variant_names(mode: str, precisions: Sequence[str]) -> List[str]:
+    """The variants of ``mode``, each in every one of ``precisions``."""
+    return [name + ('' if precision == 'fp32' else BF16)
+            for precision in precisions for name in VARIANTS[mode]]
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -78,6 +94,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         '--train-max-pixels', type=float, default=800 * 1344,
         help='run train only for sizes with at most this many pixels')
+    parser.add_argument('--precisions', nargs='+', choices=PRECISIONS,
+                        default=['fp32'],
+                        help='bf16: every variant again under CPU bfloat16 '
+                        'autocast')
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--repeat', type=int, default=3,
                         help='interleaved timed rounds (median)')
@@ -122,13 +142,14 @@ def compiled_variant(model, variant: str):
     Args:
         model (nn.Module): The variant's own copy of the model.
         variant (str): ``'eager'``, ``'inductor'`` or
-            ``'inductor+freezing'``.
+            ``'inductor+freezing'`` (a ``'+bf16'`` suffix is ignored here).
 
     Returns:
         tuple: The callable, and the inductor config (a dict for
         ``torch._inductor.config.patch``) its first call, the compilation,
         must run under.
     """
+    variant = variant.removesuffix(BF16)
     if variant == 'eager':
         return model, {}
     if variant == 'inductor':
@@ -141,22 +162,31 @@ def compiled_variant(model, variant: str):
             {'freezing': True})
 
 
-def forward_pass(run: Callable, image) -> Callable[[], object]:
-    """A callable running ``run(image)`` under ``torch.no_grad()``."""
+def forward_pass(run: Callable, image,
+                 bf16: bool = False) -> Callable[[], object]:
+    """A callable running ``run(image)`` under ``torch.no_grad()`` (and
+    CPU bfloat16 autocast with ``bf16``)."""
 
     def one_pass():
-        with torch.no_grad():
+        with torch.no_grad(), _autocast(bf16):
             return run(image)
 
     return one_pass
 
 
-def _train_step(run: Callable, model, image) -> Callable[[], None]:
+def _autocast(bf16: bool):
+    return torch.autocast('cpu', dtype=torch.bfloat16, enabled=bf16)
+
+
+def _train_step(run: Callable, model, image,
+                bf16: bool = False) -> Callable[[], None]:
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
     def one_step():
         optimizer.zero_grad(set_to_none=True)
-        loss = sum(out.float().mean() for out in run(image))
+        with _autocast(bf16):
+            outs = run(image)
+        loss = sum(out.float().mean() for out in outs)
         loss.backward()
         optimizer.step()
 
@@ -164,7 +194,13 @@ def _train_step(run: Callable, model, image) -> Callable[[], None]:
 
 
 def _max_difference(outs, reference) -> float:
-    return max((a - b).abs().max().item() for a, b in zip(outs, reference))
+    return max((a.float() - b).abs().max().item()
+               for a, b in zip(outs, reference))
+
+
+def _relative_error(outs, reference) -> float:
+    return max(((a.float() - b).norm() / b.norm()).item()
+               for a, b in zip(outs, reference))
 
 
 def time_rounds(passes: Dict[str, Callable], repeat: int,
@@ -252,18 +288,20 @@ def run_case(spec: dict) -> dict:
         with torch.no_grad():
             reference = base(image)
 
-    passes, first_call, differences = {}, {}, {}
-    for variant in VARIANTS[spec['mode']]:
+    passes, first_call, differences, errors = {}, {}, {}, {}
+    for variant in variant_names(spec['mode'], spec['precisions']):
         model = copy.deepcopy(base)
         run, patches = compiled_variant(model, variant)
-        one_pass = (_train_step(run, model, image)
-                    if train else forward_pass(run, image))
+        bf16 = variant.endswith(BF16)
+        one_pass = (_train_step(run, model, image, bf16)
+                    if train else forward_pass(run, image, bf16))
         start = time.perf_counter()
         with torch._inductor.config.patch(patches):
             outs = one_pass()
         first_call[variant] = time.perf_counter() - start
         if reference is not None:
             differences[variant] = _max_difference(outs, reference)
+            errors[variant] = _relative_error(outs, reference)
         passes[variant] = one_pass
 
     for one_pass in passes.values():
@@ -279,7 +317,8 @@ def run_case(spec: dict) -> dict:
             break
     for variant, result in timed.items():
         result.update(first_call_seconds=first_call[variant],
-                      max_abs_diff=differences.get(variant))
+                      max_abs_diff=differences.get(variant),
+                      relative_error=errors.get(variant))
         if spec['profile']:
             result['time_shares'] = print_profile(
                 f'{spec["mode"]} {variant}', passes[variant])
@@ -296,6 +335,7 @@ def cases(args: argparse.Namespace) -> List[dict]:
             if mode == 'train' and size[0] * size[1] > args.train_max_pixels:
                 continue
             specs.append(dict(model=args.model, mode=mode, size=list(size),
+                              precisions=list(args.precisions),
                               threads=args.threads, repeat=args.repeat,
                               warmup=args.warmup, retries=args.retries,
                               allocator=args.allocator,
@@ -319,8 +359,9 @@ def launch(spec: dict, timeout: float) -> dict:
                              case_env(spec), echo=spec['profile'])
 
 
-HEADER = ['mode', 'size', 'variant', 'median s', 'speed-up', 'CPU s',
-          'CPU speed-up', 'first call s', 'max |Δ| vs eager', 'load avg']
+HEADER = ['mode', 'size', 'variant', 'median s', 'speed-up',
+          'vs fp32 eager', 'CPU s', 'CPU speed-up', 'first call s',
+          'max |Δ| vs eager', 'rel. error', 'load avg']
 
 
 def table_rows(results: List[dict]) -> List[List[str]]:
@@ -333,18 +374,26 @@ def table_rows(results: List[dict]) -> List[List[str]]:
             row = case + [result['status'], result.get('message', '')[:60]]
             rows.append(row + [''] * (len(HEADER) - len(row)))
             continue
-        eager = result['variants']['eager']
+        variants = result['variants']
+        fp32_eager = variants.get('eager')
         load = f'{result["load_before"]:.1f}→{result["load_after"]:.1f}'
-        for name, variant in result['variants'].items():
+        for name, variant in variants.items():
+            # Speed-ups against eager in the variant's own precision.
+            eager = variants['eager' + BF16 if name.endswith(BF16) else
+                             'eager']
             mark = '!' if variant['disturbed'] else ''
             diff = variant['max_abs_diff']
+            error = variant.get('relative_error')
             rows.append(case + [
                 name, f'{variant["seconds"]:.3f}{mark}',
                 f'{eager["seconds"] / variant["seconds"]:.2f}×',
+                '—' if fp32_eager is None else
+                f'{fp32_eager["seconds"] / variant["seconds"]:.2f}×',
                 f'{variant["cpu_seconds"]:.3f}',
                 f'{eager["cpu_seconds"] / variant["cpu_seconds"]:.2f}×',
                 f'{variant["first_call_seconds"]:.1f}',
-                '—' if diff is None else f'{diff:.1e}', load
+                '—' if diff is None else f'{diff:.1e}',
+                '—' if error is None else f'{error:.1e}', load
             ])
     return rows
 
@@ -354,14 +403,17 @@ def format_table(results: List[dict]) -> str:
     title = (f'{LABELS.get(first["model"], first["model"])}, '
              f'{first["threads"]} thread(s), allocator {first["allocator"]}'
              f': median of {first["repeat"]} interleaved rounds')
-    note = ('speed-up: eager time / variant time. CPU s: median process CPU '
+    note = ('speed-up: time of eager in the same precision / variant time; '
+            'vs fp32 eager: float32 eager time / variant time. rel. error: '
+            'largest ‖Δ‖ / ‖float32 eager‖ of an output. CPU s: median '
+            'process CPU '
             'time of a round (all threads); with one thread it depends least '
             'on other load. first call: the first pass, '
             'compilation included. ! = disturbed (the pass kept under 80% of '
             'its threads busy: other load). load avg: 1-minute load average '
             'before → after the timed rounds.')
     text = (f'**{title}**\n\n' +
-            markdown_table(HEADER, table_rows(results), 'lllrrrrrrl') +
+            markdown_table(HEADER, table_rows(results), 'lll' + 'r' * 8 + 'l') +
             f'\n\n{note}\n')
     profiled = [(result, name, variant) for result in results
                 if result['status'] == 'ok'

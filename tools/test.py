@@ -5,6 +5,7 @@ Examples:
     python tools/test.py configs/mask_rcnn/lf_tiny_1x.py \
         work_dirs/lf_tiny_1x/epoch_12.pth
     python tools/test.py CONFIG CKPT --out results.pkl --show-dir vis
+    python tools/test.py CONFIG CKPT --amp --compile
     bash tools/dist_test.sh CONFIG CKPT 8
 """
 import argparse
@@ -18,9 +19,11 @@ from mmdet.engine.hooks.utils import trigger_visualization_hook
 from mmdet.evaluation import DumpDetResults
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
+from mmengine.logging import print_log
 
-from mmlaplacian.engine import (build_runner, load_config,
-                                shutdown_distributed)
+from mmlaplacian.engine import (build_runner, compile_parts,
+                                configure_test_amp, load_config,
+                                run_in_bfloat16, shutdown_distributed)
 from mmlaplacian.engine.missing_inputs import (
     check_test_inputs, main_without_traceback)
 
@@ -54,6 +57,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         help='job launcher')
     parser.add_argument(
         '--tta', action='store_true', help='test-time augmentation (flip)')
+    parser.add_argument(
+        '--amp',
+        action='store_true',
+        help='mixed precision: the backbone and neck in bfloat16 on a CPU '
+        '(fast with AMX or AVX512-BF16), the whole model in float16 on a GPU')
+    parser.add_argument(
+        '--compile',
+        action='store_true',
+        help='compile the backbone and neck with torch.compile (inductor, '
+        'weights frozen); the first batch of each input size compiles them')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     if not osp.isfile(args.config):
@@ -143,7 +156,16 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     cfg = build_config(args)
     check_test_inputs(cfg)  # before any model is built
+    cpu_amp = args.amp and configure_test_amp(cfg)
     runner = build_runner(cfg)
+    if cpu_amp:
+        parts = run_in_bfloat16(runner.model)
+        print_log(f'--amp: {", ".join(parts)} in bfloat16', logger='current')
+    if args.compile:
+        # Evaluation never changes the weights: freeze them into the code.
+        parts = compile_parts(runner.model, freezing=True)
+        print_log(f'--compile: {", ".join(parts)} compiled by inductor',
+                  logger='current')
     if args.out is not None:
         dump = DumpResults if is_segmentation(runner.cfg) else DumpDetResults
         runner.test_evaluator.metrics.append(dump(out_file_path=args.out))

@@ -28,6 +28,8 @@ from .checkpoint_hook import AtomicCheckpointHook, CheckpointWriteError
 from .cpu_autocast import CPUAutocastOptimWrapper, enable_amp
 from .distributed import (init_cpu_distributed, set_default_timeout,
                           shutdown_distributed)
+from .fast_evaluation import (compile_parts, configure_test_amp,
+                              run_in_bfloat16)
 from .finite_check_hook import FiniteCheckHook
 from .logger_hook import RankZeroLoggerHook
 from .runner import build_runner, load_config, read_config
@@ -36,7 +38,8 @@ from .unknown_cfg_options import unknown_option_keys, warn_unknown_options
 __all__ = [
     'AtomicCheckpointHook', 'AtomicLocalBackend', 'CPUAutocastOptimWrapper',
     'CheckpointWriteError', 'FiniteCheckHook', 'RankZeroLoggerHook',
-    'atomic_write', 'build_runner', 'enable_amp', 'init_cpu_distributed',
-    'load_config', 'read_config', 'set_default_timeout',
+    'atomic_write', 'build_runner', 'compile_parts', 'configure_test_amp',
+    'enable_amp', 'init_cpu_distributed',
+    'load_config', 'read_config', 'run_in_bfloat16', 'set_default_timeout',
     'shutdown_distributed', 'unknown_option_keys', 'warn_unknown_options'
 ]

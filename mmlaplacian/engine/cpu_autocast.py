@@ -14,10 +14,29 @@ from typing import List, Sequence
 import torch
 import torch.nn as nn
 from mmengine.config import Config
-from mmengine.model import is_model_wrapper
 from mmengine.optim import OptimWrapper
 
 from mmlaplacian.registry import OPTIM_WRAPPERS, register
+
+# Where nearly all of a dense-prediction model's arithmetic is.
+FEATURE_PARTS = ('backbone', 'neck')
+
+
+def feature_parts(model: nn.Module,
+                  names: Sequence[str] = FEATURE_PARTS) -> List[nn.Module]:
+    """The children ``names`` of ``model``, or ``[model]`` if it has none.
+
+    DDP and test-time-augmentation wrappers are looked through: both hold
+    the model as ``.module``.
+    """
+    def parts_of(module: nn.Module) -> List[nn.Module]:
+        children = (getattr(module, name, None) for name in names)
+        return [c for c in children if isinstance(c, nn.Module)]
+
+    while not parts_of(model) and isinstance(
+            getattr(model, 'module', None), nn.Module):
+        model = model.module
+    return parts_of(model) or [model]
 
 
 @register(OPTIM_WRAPPERS, 'OPTIM_WRAPPERS')
@@ -37,21 +56,15 @@ class CPUAutocastOptimWrapper(OptimWrapper):
     """
 
     def __init__(self,
-                 autocast_modules: Sequence[str] = ('backbone', 'neck'),
+                 autocast_modules: Sequence[str] = FEATURE_PARTS,
                  **kwargs) -> None:
         super().__init__(**kwargs)
         self.autocast_modules = tuple(autocast_modules)
 
-    def _targets(self, model: nn.Module) -> List[nn.Module]:
-        model = model.module if is_model_wrapper(model) else model
-        children = (getattr(model, name, None)
-                    for name in self.autocast_modules)
-        return [c for c in children if isinstance(c, nn.Module)] or [model]
-
     @contextmanager
     def optim_context(self, model: nn.Module):
         handles = []
-        for module in self._targets(model):
+        for module in feature_parts(model, self.autocast_modules):
             handles.append(module.register_forward_pre_hook(_enter_bf16))
             handles.append(module.register_forward_hook(_exit_bf16))
         try:
@@ -70,16 +83,18 @@ def _enter_bf16(module: nn.Module, args) -> None:
 
 def _exit_bf16(module: nn.Module, args, output):
     module.__dict__.pop('_bf16_autocast').__exit__(None, None, None)
-    return _to_float32(output)
+    return to_float32(output)
 
 
-def _to_float32(output):
+def to_float32(output):
+    """``output`` with its floating-point tensors in float32, through
+    lists, tuples and dicts."""
     if isinstance(output, torch.Tensor):
         return output.float() if output.is_floating_point() else output
     if isinstance(output, (list, tuple)):
-        return type(output)(_to_float32(o) for o in output)
+        return type(output)(to_float32(o) for o in output)
     if isinstance(output, dict):
-        return {k: _to_float32(v) for k, v in output.items()}
+        return {k: to_float32(v) for k, v in output.items()}
     return output
 
 

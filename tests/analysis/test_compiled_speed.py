@@ -68,3 +68,41 @@ def test_unknown_mode_is_refused(capsys):
     with pytest.raises(SystemExit):
         tool.parse_args(['--modes', 'fwd,infer'])
     assert "unknown modes ['infer']" in capsys.readouterr().err
+
+
+# bfloat16 autocast, as tools/test.py --amp runs the backbone: each variant
+# again, its speed-up against eager in bfloat16.
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_bfloat16_variants_are_timed_against_both_eagers(tmp_path, capsys):
+    results = tool.main([
+        '--model', NARROW, '--modes', 'fwd', '--sizes', '64x96',
+        '--precisions', 'fp32', 'bf16', '--threads', '1', '--repeat', '1',
+        '--warmup', '0', '--retries', '0', '--out-dir', str(tmp_path)
+    ])
+    assert [r['status'] for r in results] == ['ok'], results
+    variants = results[0]['variants']
+    assert list(variants) == [
+        'eager', 'inductor', 'inductor+freezing', 'eager+bf16',
+        'inductor+bf16', 'inductor+freezing+bf16']
+    for name, variant in variants.items():
+        error = variant['relative_error']
+        # float32 variants compute eager's outputs; bfloat16 ones keep 8
+        # bits of mantissa in the products, our operators in float32.
+        assert error < (5e-2 if name.endswith('+bf16') else 1e-5), name
+    assert variants['eager+bf16']['relative_error'] > 1e-4
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith('| fwd | 64×96 | inductor+bf16 |'))
+    cells = [c.strip() for c in row.split('|')[1:-1]]
+    bf16, fp32 = (variants[f'eager{s}']['seconds'] for s in ('+bf16', ''))
+    seconds = variants['inductor+bf16']['seconds']
+    assert cells[4] == f'{bf16 / seconds:.2f}×'
+    assert cells[5] == f'{fp32 / seconds:.2f}×'
+
+
+def test_precisions_name_the_variants():
+    assert tool.variant_names('train', ['fp32', 'bf16']) == [
+        'eager', 'inductor', 'eager+bf16', 'inductor+bf16']
+    spec = tool.cases(tool.parse_args(['--sizes', '64x64', '--modes', 'fwd',
+                                       '--precisions', 'bf16']))[0]
+    assert spec['precisions'] == ['bf16']
