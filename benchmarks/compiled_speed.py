@@ -13,6 +13,9 @@ backbone (random weights, seed 0):
   ``torch._inductor.config.freezing = True``, which turns the weights into
   constants, folds BatchNorm into the convolutions and pre-packs the linear
   weights.
+- ``inductor+max-autotune`` (forward, with ``--max-autotune``): freezing,
+  and each matrix product autotuned between inductor's C++ GEMM templates
+  and ATen's kernels.
 
 ``--precisions fp32 bf16`` adds each variant under CPU bfloat16 autocast
 (``eager+bf16``, ``inductor+bf16``, ...), as ``tools/test.py --amp`` runs
@@ -72,12 +75,24 @@ VARIANTS = {
 }
 PRECISIONS = ('fp32', 'bf16')
 BF16 = '+bf16'
+# Inductor's own C++ GEMM templates, autotuned against ATen's per shape.
+# Its epilogue fusion stays off: torch 2.13's batched-GEMM template fails
+# to render the attention's baddbmm with a fused epilogue.
+MAX_AUTOTUNE = 'inductor+max-autotune'
+MAX_AUTOTUNE_OPTIONS = {'freezing': True, 'max_autotune': True,
+                        'max_autotune_gemm_backends': 'CPP,ATEN',
+                        'epilogue_fusion': False}
 
 
-def variant_names(mode: str, precisions: Sequence[str]) -> List[str]:
-    """The variants of ``mode``, each in every one of ``precisions``."""
+def variant_names(mode: str, precisions: Sequence[str],
+                  max_autotune: bool = False) -> List[str]:
+    """The variants of ``mode``, each in every one of ``precisions``; with
+    ``max_autotune`` the forward also gets :data:`MAX_AUTOTUNE`."""
+    names = list(VARIANTS[mode])
+    if max_autotune and mode == 'fwd':
+        names.append(MAX_AUTOTUNE)
     return [name + ('' if precision == 'fp32' else BF16)
-            for precision in precisions for name in VARIANTS[mode]]
+            for precision in precisions for name in names]
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -98,6 +113,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         default=['fp32'],
                         help='bf16: every variant again under CPU bfloat16 '
                         'autocast')
+    parser.add_argument(
+        '--max-autotune', action='store_true',
+        help=f'forward: add {MAX_AUTOTUNE} (freezing, and inductor\'s C++ '
+        'GEMMs autotuned against ATen\'s; minutes more of compilation)')
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--repeat', type=int, default=3,
                         help='interleaved timed rounds (median)')
@@ -142,7 +161,8 @@ def compiled_variant(model, variant: str):
     Args:
         model (nn.Module): The variant's own copy of the model.
         variant (str): ``'eager'``, ``'inductor'`` or
-            ``'inductor+freezing'`` (a ``'+bf16'`` suffix is ignored here).
+            ``'inductor+freezing'`` or :data:`MAX_AUTOTUNE` (a ``'+bf16'``
+            suffix is ignored here).
 
     Returns:
         tuple: The callable, and the inductor config (a dict for
@@ -154,6 +174,9 @@ def compiled_variant(model, variant: str):
         return model, {}
     if variant == 'inductor':
         return torch.compile(model), {}
+    if variant == MAX_AUTOTUNE:
+        return (torch.compile(model, options=MAX_AUTOTUNE_OPTIONS),
+                MAX_AUTOTUNE_OPTIONS)
     # The options make this backend unequal to the plain one, so dynamo
     # compiles this copy anew instead of reusing that variant's code for
     # another instance of the class; the config patch is what pre-packs the
@@ -289,7 +312,8 @@ def run_case(spec: dict) -> dict:
             reference = base(image)
 
     passes, first_call, differences, errors = {}, {}, {}, {}
-    for variant in variant_names(spec['mode'], spec['precisions']):
+    for variant in variant_names(spec['mode'], spec['precisions'],
+                                 spec.get('max_autotune', False)):
         model = copy.deepcopy(base)
         run, patches = compiled_variant(model, variant)
         bf16 = variant.endswith(BF16)
@@ -336,6 +360,7 @@ def cases(args: argparse.Namespace) -> List[dict]:
                 continue
             specs.append(dict(model=args.model, mode=mode, size=list(size),
                               precisions=list(args.precisions),
+                              max_autotune=args.max_autotune,
                               threads=args.threads, repeat=args.repeat,
                               warmup=args.warmup, retries=args.retries,
                               allocator=args.allocator,

@@ -99,10 +99,11 @@ def compile_parts(model: nn.Module,
 
     Each input size gets code of its own: the first call at a new size
     compiles it (tens of seconds on a CPU), later calls at that size run the
-    compiled code. Not one graph for all sizes (``dynamic=True``), because
-    inductor cannot lower the landmark grid's size arithmetic
-    (``floor(sqrt(L·H/W))``) symbolically; up to :data:`MAX_SIZES` sizes
-    are compiled, further ones run eager.
+    compiled code, specialised to it (``dynamic=False``: the code whose
+    speed ``docs/benchmarks.md`` reports); up to :data:`MAX_SIZES` sizes
+    are compiled, further ones run eager. ``torch.compile``'s default,
+    automatic dynamic shapes, works too: it compiles one graph per landmark
+    grid.
 
     Args:
         model (nn.Module): As for :func:`run_in_bfloat16`.

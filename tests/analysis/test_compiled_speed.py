@@ -106,3 +106,10 @@ def test_precisions_name_the_variants():
     spec = tool.cases(tool.parse_args(['--sizes', '64x64', '--modes', 'fwd',
                                        '--precisions', 'bf16']))[0]
     assert spec['precisions'] == ['bf16']
+
+
+def test_max_autotune_adds_a_forward_variant():
+    assert tool.variant_names('fwd', ['fp32'], max_autotune=True) == [
+        'eager', 'inductor', 'inductor+freezing', 'inductor+max-autotune']
+    assert tool.variant_names('train', ['fp32'], max_autotune=True) == [
+        'eager', 'inductor']

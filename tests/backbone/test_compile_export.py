@@ -69,3 +69,23 @@ def test_export_of_eval_backbone_equals_eager(tiny):
     with torch.no_grad():
         expected = tiny(x)
     assert_maps_close(program.module()(x), expected)
+
+
+def test_inductor_with_automatic_dynamic_shapes_follows_the_grid():
+    """``torch.compile`` with its defaults: from the second size on, dynamo
+    makes the sizes symbolic. The landmark grid then stays a constant of
+    the graph (guarded), so inductor lowers it, and a size with another
+    grid compiles anew instead of reusing a wrong one."""
+    from mmlaplacian.models.layers import LaplacianAttention, landmark_grid
+    torch.manual_seed(0)
+    attn = LaplacianAttention(16, num_heads=1, num_landmarks=9).eval()
+    compiled = torch.compile(attn)
+    # (20, 30) and (22, 34): grid 2x4; (30, 20): grid 3x3.
+    sizes = [(20, 30), (22, 34), (30, 20)]
+    assert len({landmark_grid(hw, 9) for hw in sizes}) == 2
+    for height, width in sizes:
+        x = torch.randn(1, height * width, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x, (height, width)),
+                                       attn(x, (height, width)),
+                                       rtol=1e-4, atol=1e-5)

@@ -56,6 +56,16 @@ def test_landmark_grid_keeps_aspect_and_cap():
         assert 1 <= gh <= hw[0] and 1 <= gw <= hw[1] and gh * gw <= 49
 
 
+def test_landmark_grid_is_the_floor_of_the_aspect_square_root():
+    """``floor(sqrt(L·H/W))`` rows, computed exactly in integers: no float
+    rounding at perfect squares."""
+    for hw in [(200, 334), (100, 100), (49, 1), (4, 9), (9, 4), (60, 97),
+               (250, 417), (7, 1000)]:
+        rows = int(math.isqrt(49 * hw[0] // hw[1]))
+        expected = max(1, min(hw[0], 49, rows))
+        assert landmark_grid(hw, 49)[0] == expected, hw
+
+
 def test_pool_landmarks_is_an_average():
     tokens = torch.arange(16 * 6, dtype=torch.float).reshape(1, 16, 6)
     pooled = pool_landmarks(tokens, (4, 4), (2, 2), num_heads=2)

@@ -30,10 +30,27 @@ def landmark_grid(hw_shape: Tuple[int, int],
         return height, width
     if isinstance(height, torch.SymInt) or isinstance(width, torch.SymInt):
         return _symbolic_grid(height, width, num_landmarks)
-    grid_h = int(math.sqrt(num_landmarks * height / width))
-    grid_h = max(1, min(height, num_landmarks, grid_h))
+    grid_h = max(1, min(height, num_landmarks,
+                        _floor_sqrt(num_landmarks * height, width)))
     grid_w = max(1, min(width, num_landmarks // grid_h))
     return grid_h, grid_w
+
+
+def _floor_sqrt(numerator: int, denominator: int) -> int:
+    """``floor(sqrt(numerator / denominator))`` of positive integers, by
+    counting up in exact integer comparisons.
+
+    Under ``torch.compile`` sizes reach this code as plain ints that dynamo
+    traces symbolically (automatic dynamic shapes). Each comparison then
+    becomes a guard, so the grid is a constant of the compiled graph, which
+    is recompiled only when the grid changes; ``math.sqrt`` would instead
+    leave a symbolic square root in the pooling sizes that inductor cannot
+    lower.
+    """
+    root = 0
+    while (root + 1) * (root + 1) * denominator <= numerator:
+        root += 1
+    return root
 
 
 def _symbolic_grid(height, width, num_landmarks: int):
@@ -83,7 +100,8 @@ def _adaptive_avg_pool(spatial: torch.Tensor, grid) -> torch.Tensor:
     (dynamic-shape export), the same pooling as two matrix products, which
     the exporter can express without fixing the sizes."""
     sizes = (*spatial.shape[-2:], *grid)
-    if not any(isinstance(size, torch.SymInt) for size in sizes):
+    symbolic = any(isinstance(size, torch.SymInt) for size in sizes)
+    if not symbolic and not torch.compiler.is_dynamo_compiling():
         return F.adaptive_avg_pool2d(spatial, grid)
     rows = pooling_matrix(spatial.shape[-2], grid[0], spatial)
     cols = pooling_matrix(spatial.shape[-1], grid[1], spatial)
