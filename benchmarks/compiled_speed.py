@@ -16,6 +16,9 @@ backbone (random weights, seed 0):
 - ``inductor+max-autotune`` (forward, with ``--max-autotune``): freezing,
   and each matrix product autotuned between inductor's C++ GEMM templates
   and ATen's kernels.
+- ``inductor+freezing+chunked`` (forward, with ``--chunked``): the
+  attention in its chunked form, as eager runs it at detection sizes,
+  compiled with freezing.
 
 ``--precisions fp32 bf16`` adds each variant under CPU bfloat16 autocast
 (``eager+bf16``, ``inductor+bf16``, ...), as ``tools/test.py --amp`` runs
@@ -67,6 +70,7 @@ from benchmarks.harness import (publish_table, run_in_subprocess,
                                 wait_for_idle, worker_main)
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
 from benchmarks.tables import markdown_table
+from mmlaplacian.models.layers import LaplacianAttention
 
 MODES = ('fwd', 'train')
 VARIANTS = {
@@ -84,13 +88,23 @@ MAX_AUTOTUNE_OPTIONS = {'freezing': True, 'max_autotune': True,
                         'epilogue_fusion': False}
 
 
+# The attention's chunked form (mode='chunked'), which eager runs at
+# detection sizes, compiled with freezing; compiled code otherwise runs the
+# full form.
+CHUNKED = 'inductor+freezing+chunked'
+
+
 def variant_names(mode: str, precisions: Sequence[str],
-                  max_autotune: bool = False) -> List[str]:
+                  max_autotune: bool = False,
+                  chunked: bool = False) -> List[str]:
     """The variants of ``mode``, each in every one of ``precisions``; with
-    ``max_autotune`` the forward also gets :data:`MAX_AUTOTUNE`."""
+    ``max_autotune`` the forward also gets :data:`MAX_AUTOTUNE`, with
+    ``chunked`` :data:`CHUNKED`."""
     names = list(VARIANTS[mode])
     if max_autotune and mode == 'fwd':
         names.append(MAX_AUTOTUNE)
+    if chunked and mode == 'fwd':
+        names.append(CHUNKED)
     return [name + ('' if precision == 'fp32' else BF16)
             for precision in precisions for name in names]
 
@@ -117,6 +131,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '--max-autotune', action='store_true',
         help=f'forward: add {MAX_AUTOTUNE} (freezing, and inductor\'s C++ '
         'GEMMs autotuned against ATen\'s; minutes more of compilation)')
+    parser.add_argument(
+        '--chunked', action='store_true',
+        help=f'forward: add {CHUNKED} (the attention\'s chunked form '
+        'compiled; minutes more of compilation)')
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--repeat', type=int, default=3,
                         help='interleaved timed rounds (median)')
@@ -174,6 +192,12 @@ def compiled_variant(model, variant: str):
         return model, {}
     if variant == 'inductor':
         return torch.compile(model), {}
+    if variant == CHUNKED:
+        for module in model.modules():
+            if isinstance(module, LaplacianAttention):
+                module.mode = 'chunked'
+        return (torch.compile(model, options={'freezing': True}),
+                {'freezing': True})
     if variant == MAX_AUTOTUNE:
         return (torch.compile(model, options=MAX_AUTOTUNE_OPTIONS),
                 MAX_AUTOTUNE_OPTIONS)
@@ -313,7 +337,8 @@ def run_case(spec: dict) -> dict:
 
     passes, first_call, differences, errors = {}, {}, {}, {}
     for variant in variant_names(spec['mode'], spec['precisions'],
-                                 spec.get('max_autotune', False)):
+                                 spec.get('max_autotune', False),
+                                 spec.get('chunked', False)):
         model = copy.deepcopy(base)
         run, patches = compiled_variant(model, variant)
         bf16 = variant.endswith(BF16)
@@ -361,6 +386,7 @@ def cases(args: argparse.Namespace) -> List[dict]:
             specs.append(dict(model=args.model, mode=mode, size=list(size),
                               precisions=list(args.precisions),
                               max_autotune=args.max_autotune,
+                              chunked=args.chunked,
                               threads=args.threads, repeat=args.repeat,
                               warmup=args.warmup, retries=args.retries,
                               allocator=args.allocator,

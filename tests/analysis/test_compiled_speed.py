@@ -111,5 +111,7 @@ def test_precisions_name_the_variants():
 def test_max_autotune_adds_a_forward_variant():
     assert tool.variant_names('fwd', ['fp32'], max_autotune=True) == [
         'eager', 'inductor', 'inductor+freezing', 'inductor+max-autotune']
-    assert tool.variant_names('train', ['fp32'], max_autotune=True) == [
-        'eager', 'inductor']
+    assert tool.variant_names('fwd', ['fp32'], chunked=True)[-1] == (
+        'inductor+freezing+chunked')
+    assert tool.variant_names('train', ['fp32'], max_autotune=True,
+                              chunked=True) == ['eager', 'inductor']
