@@ -179,8 +179,8 @@ def compiled_variant(model, variant: str):
     Args:
         model (nn.Module): The variant's own copy of the model.
         variant (str): ``'eager'``, ``'inductor'`` or
-            ``'inductor+freezing'`` or :data:`MAX_AUTOTUNE` (a ``'+bf16'``
-            suffix is ignored here).
+            ``'inductor+freezing'``, :data:`MAX_AUTOTUNE` or :data:`CHUNKED`
+            (a ``'+bf16'`` suffix is ignored here).
 
     Returns:
         tuple: The callable, and the inductor config (a dict for
@@ -192,15 +192,13 @@ def compiled_variant(model, variant: str):
         return model, {}
     if variant == 'inductor':
         return torch.compile(model), {}
+    if variant == MAX_AUTOTUNE:
+        return (torch.compile(model, options=MAX_AUTOTUNE_OPTIONS),
+                MAX_AUTOTUNE_OPTIONS)
     if variant == CHUNKED:
         for module in model.modules():
             if isinstance(module, LaplacianAttention):
                 module.mode = 'chunked'
-        return (torch.compile(model, options={'freezing': True}),
-                {'freezing': True})
-    if variant == MAX_AUTOTUNE:
-        return (torch.compile(model, options=MAX_AUTOTUNE_OPTIONS),
-                MAX_AUTOTUNE_OPTIONS)
     # The options make this backend unequal to the plain one, so dynamo
     # compiles this copy anew instead of reusing that variant's code for
     # another instance of the class; the config patch is what pre-packs the
