@@ -11,7 +11,7 @@ eagerly: top-k, box decoding, torchvision's NMS and RoI Align.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -206,14 +206,34 @@ class ExecuTorchDetector:
         """:meth:`predict` on a dataloader batch (mmdet's ``test_step``)."""
         return self.predict(data['inputs'], data['data_samples'])
 
+    def outputs(self,
+                image: torch.Tensor,
+                image_hw: Optional[Sequence[int]] = None
+                ) -> Dict[str, torch.Tensor]:
+        """The detector's outputs on one image, as the exported ONNX graph
+        and the eager ``ExportableTwoStageDetector`` give them: fixed-size
+        ``boxes``, ``scores``, ``labels``, ``num_dets`` and, for Mask
+        R-CNN, ``masks`` (``(D, M, M)`` probabilities, not yet pasted).
+
+        Args:
+            image (Tensor): ``(3, h, w)`` after the test pipeline.
+            image_hw (sequence[int], optional): The unpadded image's
+                ``(h, w)`` boxes are clipped to (mmdet's ``img_shape``);
+                default: the image's own.
+
+        Returns:
+            dict[str, Tensor]: The outputs by name.
+        """
+        hw = tuple(image.shape[-2:]) if image_hw is None else image_hw
+        with torch.no_grad():
+            outputs = self.module.detect(self.pad(image), hw[:2],
+                                         *self.stages)
+        return dict(zip(self.module.output_names, outputs))
+
     def _predict_one(self, image: torch.Tensor, sample):
         from mmengine.structures import InstanceData
 
-        with torch.no_grad():
-            outputs = self.module.detect(self.pad(image),
-                                         sample.metainfo['img_shape'][:2],
-                                         *self.stages)
-        named = dict(zip(self.module.output_names, outputs))
+        named = self.outputs(image, sample.metainfo['img_shape'])
         count = int(named['num_dets'])
         scale_w, scale_h = sample.metainfo.get('scale_factor', (1., 1.))
         boxes = named['boxes'][:count] / named['boxes'].new_tensor(

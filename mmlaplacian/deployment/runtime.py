@@ -84,19 +84,32 @@ def paste_masks(probs: np.ndarray,
                 image_hw: Sequence[int],
                 threshold: float = 0.5) -> np.ndarray:
     """Paste ``(n, M, M)`` mask probabilities into ``(n, H, W)`` boolean
-    image masks, as mmdet's ``FCNMaskHead`` does (``>= threshold``)."""
+    image masks, as mmdet's ``FCNMaskHead`` does on the CPU (``>=
+    threshold``).
+
+    Like mmdet on the CPU, each mask is resampled only over the pixels
+    around its own box: bilinear sampling is zero further out, so the
+    result equals a paste over the whole image at a fraction of the cost
+    (a few detections at 800x1344 take milliseconds instead of hundreds).
+    """
     from mmdet.models.roi_heads.mask_heads.fcn_mask_head import \
         _do_paste_mask
 
     height, width = int(image_hw[0]), int(image_hw[1])
-    if len(probs) == 0:
-        return np.zeros((0, height, width), dtype=bool)
-    pasted, _ = _do_paste_mask(torch.from_numpy(probs)[:, None],
-                               torch.from_numpy(boxes).float(),
-                               height,
-                               width,
-                               skip_empty=False)
-    return (pasted >= threshold).numpy()
+    pasted = np.zeros((len(probs), height, width), dtype=bool)
+    probs_t = torch.from_numpy(np.ascontiguousarray(probs))[:, None]
+    boxes_t = torch.from_numpy(np.ascontiguousarray(boxes)).float()
+    for index in range(len(probs)):
+        x0, y0, x1, y1 = boxes[index]
+        if x0 >= width + 1 or y0 >= height + 1 or x1 <= -1 or y1 <= -1:
+            continue  # outside the image: nothing to paste
+        region, (rows, cols) = _do_paste_mask(probs_t[index:index + 1],
+                                              boxes_t[index:index + 1],
+                                              height,
+                                              width,
+                                              skip_empty=True)
+        pasted[index, rows, cols] = (region[0] >= threshold).numpy()
+    return pasted
 
 
 def detections_from_ort(outputs: Sequence[np.ndarray],

@@ -147,3 +147,38 @@ def test_nms_keep_mask_in_onnxruntime(tmp_path):
     considered = (image[0, 1, :, 0] - 0.7 >= -0.5).numpy()
     assert 0 < expected.sum() < considered.sum() < 64
     assert not expected[~considered].any()
+
+
+@pytest.mark.parametrize('num', [1, 40])
+def test_paste_masks_matches_mmdet_mask_head(num):
+    from mmdet.models.roi_heads.mask_heads import FCNMaskHead
+    from mmengine.config import ConfigDict
+
+    from mmlaplacian.deployment import paste_masks
+    generator = torch.Generator().manual_seed(1)
+    height, width = 180, 250
+    # Boxes inside, across the border and degenerate (zero width).
+    top_left = torch.rand(num, 2, generator=generator) * torch.tensor(
+        [width, height]) - 20
+    wh = torch.rand(num, 2, generator=generator) * 120
+    wh[0, 0] = 0
+    boxes = torch.cat([top_left, top_left + wh], 1)
+    probs = torch.rand(num, 28, 28, generator=generator)
+    head = FCNMaskHead(num_classes=1, class_agnostic=True)
+    expected = head._predict_by_feat_single(
+        torch.logit(probs)[:, None], boxes, torch.zeros(num, dtype=torch.long),
+        dict(ori_shape=(height, width), scale_factor=(1., 1.)),
+        ConfigDict(mask_thr_binary=0.5))
+    got = paste_masks(probs.numpy(), boxes.numpy(), (height, width))
+    assert got.shape == (num, height, width) and got.dtype == bool
+    assert np.array_equal(got, expected.numpy())
+    assert got.any() and not got.all()
+
+
+def test_paste_masks_of_no_box_and_boxes_outside_the_image():
+    from mmlaplacian.deployment import paste_masks
+    assert paste_masks(np.zeros((0, 28, 28), np.float32), np.zeros((0, 4)),
+                       (30, 40)).shape == (0, 30, 40)
+    outside = np.array([[50, 5, 60, 20], [5, -30, 20, -2]], np.float32)
+    got = paste_masks(np.ones((2, 28, 28), np.float32), outside, (30, 40))
+    assert got.shape == (2, 30, 40) and not got.any()

@@ -112,6 +112,28 @@ def test_mask_rcnn_two_programs_match_mmdet(mask_rcnn):
     assert ours.boxes[:, 2].max() > 128
 
 
+def test_mask_rcnn_outputs_match_the_eager_export_module(mask_rcnn):
+    """``outputs`` gives the exported graph's fixed-size outputs, masks as
+    probabilities, equal to the eager module the programs came from."""
+    from mmlaplacian.deployment import build_exportable_detector
+    cfg, model, programs = mask_rcnn
+    runner = ExecuTorchDetector(cfg, **programs.paths)
+    # An image of the program's size: the module clips to its input's.
+    image = torch.from_numpy(shapes_image(128, 128)).permute(2, 0, 1)
+    got = runner.outputs(image)
+    with torch.no_grad():
+        expected = build_exportable_detector(model).eval()(runner.pad(image))
+    expected = dict(zip(runner.module.output_names, expected))
+    assert list(got) == ['boxes', 'scores', 'labels', 'num_dets', 'masks']
+    count = int(expected['num_dets'])
+    assert count > 0 and int(got['num_dets']) == count
+    for name in ('boxes', 'scores', 'masks'):
+        assert torch.allclose(got[name][:count], expected[name][:count],
+                              atol=1e-3), name
+    assert torch.equal(got['labels'][:count], expected['labels'][:count])
+    assert got['masks'].shape[1:] == (28, 28)
+
+
 def test_retinanet_program_matches_mmdet(retinanet):
     """RetinaNet's dense part in one program, decoding and NMS on the host:
     a 96x160 image, resized to 77x128 and padded to the 128x128 program."""
