@@ -36,7 +36,8 @@ import torch
 
 from benchmarks.runtime_speed import (CALIBRATION_IMAGES, DETECTORS, LABELS,
                                       MODELS, RUNTIMES, build_model,
-                                      example_input, export_all)
+                                      example_input, export_all, model_shape,
+                                      parse_shape)
 from benchmarks.harness import REPO_ROOT
 from benchmarks.tables import markdown_table
 
@@ -104,7 +105,7 @@ def stage_runner(module: torch.nn.Module, stages: Sequence[Callable],
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--model', choices=DETECTORS, default='mask_rcnn')
-    parser.add_argument('--shape', default='800x1344',
+    parser.add_argument('--shape', default='800x1344', type=parse_shape,
                         help="HxW, or 'quick' for the quick start's size")
     parser.add_argument('--runtimes', nargs='+',
                         choices=[r for r in RUNTIMES
@@ -122,8 +123,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     from mmlaplacian.deployment.executorch_runner import ExecuTorchDetector
     torch.set_num_threads(args.threads)
-    shape = MODELS[args.model][1] if args.shape == 'quick' else tuple(
-        int(v) for v in args.shape.split('x'))
+    shape = model_shape(args.model, args.shape)
     paths, failures = export_all(args.model, shape, args.runtimes,
                                  args.work_dir, args.calibration_images)
     if failures:
@@ -135,9 +135,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for runtime in args.runtimes:
         if runtime == 'eager':
             module = build_model(args.model).eval()
-            stages = [module.dense] + ([module.bbox_head, module.mask_head]
-                                       if hasattr(module, 'bbox_head') else [])
-            stages = [s for s in stages if s is not None]
+            # The networks in detect()'s order, as the module's forward
+            # passes them (RetinaNet has the dense part only).
+            stages = [
+                s for s in (module.dense, getattr(module, 'bbox_head', None),
+                            getattr(module, 'mask_head', None))
+                if s is not None
+            ]
         else:
             detector = ExecuTorchDetector(
                 osp.join(REPO_ROOT, MODELS[args.model][0]), **paths[runtime])

@@ -286,6 +286,14 @@ def parse_shape(text: str) -> str:
     return text
 
 
+def model_shape(name: str, text: str) -> Tuple[int, int]:
+    """The ``(H, W)`` of a :func:`parse_shape` text for model ``name``."""
+    if text == 'quick':
+        return MODELS[name][1]
+    height, width = (int(v) for v in text.lower().split('x'))
+    return height, width
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--models', nargs='+', choices=tuple(MODELS),
@@ -380,9 +388,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tables: List[str] = []
     for name in args.models:
         for text in args.shapes:
-            shape = MODELS[name][1] if text == 'quick' else tuple(
-                int(v) for v in text.split('x'))
-            speed, profile = measure(name, shape, args)
+            speed, profile = measure(name, model_shape(name, text), args)
             failed = failed or speed is None
             tables += [t for t in (speed, profile) if t]
     out = args.out or osp.join(args.work_dir, 'runtime_speed.md')
