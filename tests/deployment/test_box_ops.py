@@ -153,8 +153,12 @@ def test_nms_keep_mask_in_onnxruntime(tmp_path):
 def test_paste_masks_matches_mmdet_mask_head(num):
     from mmdet.models.roi_heads.mask_heads import FCNMaskHead
     from mmengine.config import ConfigDict
+    from mmengine.registry import init_default_scope
 
     from mmlaplacian.deployment import paste_masks
+    # The head builds its loss from the registry: without mmdet's scope, an
+    # earlier test's (mmpretrain) gives a CrossEntropyLoss without use_mask.
+    init_default_scope('mmdet')
     generator = torch.Generator().manual_seed(1)
     height, width = 180, 250
     # Boxes inside, across the border and degenerate (zero width).
