@@ -19,6 +19,9 @@ backbone (random weights, seed 0):
 - ``inductor+freezing+chunked`` (forward, with ``--chunked``): the
   attention in its chunked form, as eager runs it at detection sizes,
   compiled with freezing.
+- ``...+onednn-linear`` (forward, with ``--onednn-linear``): each freezing
+  variant again with its float32 linear layers packed for oneDNN instead of
+  MKL (:mod:`benchmarks.onednn_linear`).
 
 ``--precisions fp32 bf16`` adds each variant under CPU bfloat16 autocast
 (``eager+bf16``, ``inductor+bf16``, ...), as ``tools/test.py --amp`` runs
@@ -69,6 +72,7 @@ from benchmarks.harness import (publish_table, run_in_subprocess,
                                 save_results, threads_were_busy, time_passes,
                                 wait_for_idle, worker_main)
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
+from benchmarks.onednn_linear import onednn_linear_packing
 from benchmarks.tables import markdown_table
 from mmlaplacian.models.layers import LaplacianAttention
 
@@ -92,19 +96,30 @@ MAX_AUTOTUNE_OPTIONS = {'freezing': True, 'max_autotune': True,
 # detection sizes, compiled with freezing; compiled code otherwise runs the
 # full form.
 CHUNKED = 'inductor+freezing+chunked'
+# A freezing variant with its float32 linear weights packed for oneDNN.
+ONEDNN_LINEAR = '+onednn-linear'
 
 
 def variant_names(mode: str, precisions: Sequence[str],
                   max_autotune: bool = False,
-                  chunked: bool = False) -> List[str]:
+                  chunked: bool = False,
+                  onednn_linear: bool = False) -> List[str]:
     """The variants of ``mode``, each in every one of ``precisions``; with
     ``max_autotune`` the forward also gets :data:`MAX_AUTOTUNE`, with
-    ``chunked`` :data:`CHUNKED`."""
+    ``chunked`` :data:`CHUNKED`, with ``onednn_linear`` each freezing
+    variant again with :data:`ONEDNN_LINEAR` (float32 only: in bfloat16
+    inductor packs for oneDNN anyway)."""
     names = list(VARIANTS[mode])
     if max_autotune and mode == 'fwd':
         names.append(MAX_AUTOTUNE)
     if chunked and mode == 'fwd':
         names.append(CHUNKED)
+    if onednn_linear and 'fp32' in precisions:
+        onednn = [name + ONEDNN_LINEAR for name in names
+                  if name.startswith('inductor+freezing')]
+        return [*names, *onednn] + [name + BF16 for precision in precisions
+                                    if precision != 'fp32'
+                                    for name in names]
     return [name + ('' if precision == 'fp32' else BF16)
             for precision in precisions for name in names]
 
@@ -135,6 +150,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '--chunked', action='store_true',
         help=f'forward: add {CHUNKED} (the attention\'s chunked form '
         'compiled; minutes more of compilation)')
+    parser.add_argument(
+        '--onednn-linear', action='store_true',
+        help=f'forward: add each float32 freezing variant again with its '
+        f'linear layers packed for oneDNN instead of MKL ({ONEDNN_LINEAR})')
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--repeat', type=int, default=3,
                         help='interleaved timed rounds (median)')
@@ -187,7 +206,7 @@ def compiled_variant(model, variant: str):
         ``torch._inductor.config.patch``) its first call, the compilation,
         must run under.
     """
-    variant = variant.removesuffix(BF16)
+    variant = variant.removesuffix(BF16).removesuffix(ONEDNN_LINEAR)
     if variant == 'eager':
         return model, {}
     if variant == 'inductor':
@@ -336,14 +355,17 @@ def run_case(spec: dict) -> dict:
     passes, first_call, differences, errors = {}, {}, {}, {}
     for variant in variant_names(spec['mode'], spec['precisions'],
                                  spec.get('max_autotune', False),
-                                 spec.get('chunked', False)):
+                                 spec.get('chunked', False),
+                                 spec.get('onednn_linear', False)):
         model = copy.deepcopy(base)
         run, patches = compiled_variant(model, variant)
         bf16 = variant.endswith(BF16)
         one_pass = (_train_step(run, model, image, bf16)
                     if train else forward_pass(run, image, bf16))
         start = time.perf_counter()
-        with torch._inductor.config.patch(patches):
+        # The packing is chosen as the first call compiles.
+        with torch._inductor.config.patch(patches), onednn_linear_packing(
+                variant.endswith(ONEDNN_LINEAR)):
             outs = one_pass()
         first_call[variant] = time.perf_counter() - start
         if reference is not None:
@@ -385,6 +407,7 @@ def cases(args: argparse.Namespace) -> List[dict]:
                               precisions=list(args.precisions),
                               max_autotune=args.max_autotune,
                               chunked=args.chunked,
+                              onednn_linear=args.onednn_linear,
                               threads=args.threads, repeat=args.repeat,
                               warmup=args.warmup, retries=args.retries,
                               allocator=args.allocator,

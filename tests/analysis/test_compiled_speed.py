@@ -12,7 +12,7 @@ NARROW = str(Path(__file__).parents[1] / 'detection' / 'configs' /
              'retinanet_synthetic.py')
 
 
-def run_narrow(tmp_path, mode, *options):
+def run_narrow(tmp_path, mode, *options, expected=None):
     results = tool.main([
         '--model', NARROW, '--modes', mode, '--sizes', '64x96',
         '--threads', '1', '--repeat', '2', '--warmup', '0', '--retries', '0',
@@ -20,7 +20,7 @@ def run_narrow(tmp_path, mode, *options):
     ])
     assert [r['status'] for r in results] == ['ok'], results
     variants = results[0]['variants']
-    assert list(variants) == list(tool.VARIANTS[mode])
+    assert list(variants) == (expected or list(tool.VARIANTS[mode]))
     for variant in variants.values():
         assert len(variant['times']) == 2 and variant['seconds'] > 0
     saved = json.loads((tmp_path / 'results.json').read_text())
@@ -32,8 +32,10 @@ def run_narrow(tmp_path, mode, *options):
 # kernels are built afresh when its cache is cold).
 @pytest.mark.timeout(1200)
 def test_forward_variants_are_compiled_timed_and_tabled(tmp_path, capsys):
-    variants = run_narrow(tmp_path, 'fwd', '--profile')
-    for name in ('inductor', 'inductor+freezing'):
+    onednn = 'inductor+freezing+onednn-linear'
+    variants = run_narrow(tmp_path, 'fwd', '--profile', '--onednn-linear',
+                          expected=[*tool.VARIANTS['fwd'], onednn])
+    for name in ('inductor', 'inductor+freezing', onednn):
         # The compiled forward computes eager's outputs.
         assert variants[name]['max_abs_diff'] < 1e-4, name
         # Inductor's own kernels are told apart from the eager ones.
@@ -44,6 +46,7 @@ def test_forward_variants_are_compiled_timed_and_tabled(tmp_path, capsys):
     assert sum(shares.values()) == pytest.approx(1)
     out = capsys.readouterr().out
     assert '| fwd | 64×96 | inductor+freezing |' in out
+    assert f'| fwd | 64×96 | {onednn} |' in out
     assert 'by kind of kernel' in out
     assert (tmp_path / 'compiled_speed.md').read_text() in out
 
@@ -115,3 +118,18 @@ def test_max_autotune_adds_a_forward_variant():
         'inductor+freezing+chunked')
     assert tool.variant_names('train', ['fp32'], max_autotune=True,
                               chunked=True) == ['eager', 'inductor']
+
+
+def test_onednn_linear_repeats_the_float32_freezing_variants():
+    assert tool.variant_names('fwd', ['fp32', 'bf16'], chunked=True,
+                              onednn_linear=True) == [
+        'eager', 'inductor', 'inductor+freezing', 'inductor+freezing+chunked',
+        'inductor+freezing+onednn-linear',
+        'inductor+freezing+chunked+onednn-linear', 'eager+bf16',
+        'inductor+bf16', 'inductor+freezing+bf16',
+        'inductor+freezing+chunked+bf16']
+    # In bfloat16 inductor packs for oneDNN anyway; training never freezes.
+    assert tool.variant_names('fwd', ['bf16'], onednn_linear=True) == [
+        'eager+bf16', 'inductor+bf16', 'inductor+freezing+bf16']
+    assert tool.variant_names('train', ['fp32'], onednn_linear=True) == [
+        'eager', 'inductor']
