@@ -39,6 +39,7 @@ the detectors, 96x96 for the segmentor.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import os.path as osp
 import sys
@@ -129,7 +130,9 @@ def export_all(name: str, shape: Sequence[int], runtimes: Sequence[str],
     """
     os.makedirs(work_dir, exist_ok=True)
     stem = osp.join(work_dir, f'{name}_{shape[0]}x{shape[1]}')
-    model, image = build_model(name), example_input(name, shape)
+    # Built on first use: with every program in place, none is needed.
+    model = functools.cache(functools.partial(build_model, name))
+    image = example_input(name, shape)
     calibration = _Calibration(calibration_folder, shape,
                                normalize=name == 'backbone')
     paths: Dict[str, object] = {}
@@ -166,11 +169,12 @@ class _Calibration:
         return self._inputs
 
 
-def _export(name: str, model: torch.nn.Module, image: torch.Tensor,
-            runtime: str, stem: str, shape: Sequence[int],
-            calibration: _Calibration) -> object:
+def _export(name: str, model: Callable[[], torch.nn.Module],
+            image: torch.Tensor, runtime: str, stem: str,
+            shape: Sequence[int], calibration: _Calibration) -> object:
     """The program(s) of one runtime, made when absent: a path, or a
-    detector's ``{'dense': path, 'roi_heads': path}``."""
+    detector's ``{'dense': path, 'roi_heads': path}``. ``model()`` gives
+    the module to export."""
     from mmlaplacian.deployment import export_onnx
     from mmlaplacian.deployment.executorch_export import export_executorch
     precision = runtime.split('-')[-1]
@@ -181,8 +185,8 @@ def _export(name: str, model: torch.nn.Module, image: torch.Tensor,
         fp32 = f'{stem}.fp32.onnx'
         if not osp.exists(fp32):
             print(f'   exporting {fp32}', flush=True)
-            names = getattr(model, 'output_names', None)
-            export_onnx(model, image, fp32,
+            names = getattr(model(), 'output_names', None)
+            export_onnx(model(), image, fp32,
                         output_names=list(names) if names else None)
         if quantize and not osp.exists(path):
             from mmlaplacian.deployment.onnx_quantization import \
@@ -204,7 +208,7 @@ def _export(name: str, model: torch.nn.Module, image: torch.Tensor,
         return files
     if not osp.exists(path):
         print(f'   lowering {path}', flush=True)
-        export_executorch(model, image, path, laplace=laplace,
+        export_executorch(model(), image, path, laplace=laplace,
                           quantize=quantize,
                           calibration=calibration.inputs() if quantize
                           else None)

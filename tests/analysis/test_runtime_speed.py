@@ -17,7 +17,8 @@ def table_rows(text: str) -> dict:
             for cells in rows[1:]}
 
 
-def test_backbone_in_four_runtimes_with_a_failed_int8(tmp_path, capsys):
+def test_backbone_in_four_runtimes_with_a_failed_int8(tmp_path, capsys,
+                                                      monkeypatch):
     # int8 needs calibration images: from a folder that does not exist it
     # fails to export, which the table reports.
     status = tool.main([
@@ -57,6 +58,16 @@ def test_backbone_in_four_runtimes_with_a_failed_int8(tmp_path, capsys):
     assert table_rows(split)['executorch-fp32'][5] == '—'
     assert float(table_rows(split)['executorch-operator-fp32'][5]) > 0
     assert 'F32' in table_rows(kernels)['executorch-fp32'][0]
+
+    # With every program in place, a second run builds no model.
+    def build_model(name):
+        raise AssertionError(f'{name} built again')
+
+    monkeypatch.setattr(tool, 'build_model', build_model)
+    made = ['onnxruntime-fp32', 'executorch-fp32', 'executorch-operator-fp32']
+    paths, failures = tool.export_all('backbone', (64, 64), made,
+                                      str(tmp_path), str(tmp_path / 'none'))
+    assert not failures and sorted(paths) == sorted(made)
 
 
 def test_shape_must_be_multiple_of_32():
