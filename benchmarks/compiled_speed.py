@@ -19,9 +19,9 @@ backbone (random weights, seed 0):
 - ``inductor+freezing+chunked`` (forward, with ``--chunked``): the
   attention in its chunked form, as eager runs it at detection sizes,
   compiled with freezing.
-- ``...+onednn-linear`` (forward, with ``--onednn-linear``): each freezing
-  variant again with its float32 linear layers packed for oneDNN instead of
-  MKL (:mod:`benchmarks.onednn_linear`).
+- ``...+onednn-linear`` (forward, with ``--onednn-linear``): each
+  ``inductor+freezing*`` variant again with its float32 linear layers
+  packed for oneDNN instead of MKL (:mod:`benchmarks.onednn_linear`).
 
 ``--precisions fp32 bf16`` adds each variant under CPU bfloat16 autocast
 (``eager+bf16``, ``inductor+bf16``, ...), as ``tools/test.py --amp`` runs
@@ -106,22 +106,20 @@ def variant_names(mode: str, precisions: Sequence[str],
                   onednn_linear: bool = False) -> List[str]:
     """The variants of ``mode``, each in every one of ``precisions``; with
     ``max_autotune`` the forward also gets :data:`MAX_AUTOTUNE`, with
-    ``chunked`` :data:`CHUNKED`, with ``onednn_linear`` each freezing
-    variant again with :data:`ONEDNN_LINEAR` (float32 only: in bfloat16
-    inductor packs for oneDNN anyway)."""
+    ``chunked`` :data:`CHUNKED`, with ``onednn_linear`` each
+    ``inductor+freezing*`` variant again with :data:`ONEDNN_LINEAR`
+    (float32 only: in bfloat16 inductor packs for oneDNN anyway).
+    Precisions come in the order given."""
     names = list(VARIANTS[mode])
     if max_autotune and mode == 'fwd':
         names.append(MAX_AUTOTUNE)
     if chunked and mode == 'fwd':
         names.append(CHUNKED)
-    if onednn_linear and 'fp32' in precisions:
-        onednn = [name + ONEDNN_LINEAR for name in names
-                  if name.startswith('inductor+freezing')]
-        return [*names, *onednn] + [name + BF16 for precision in precisions
-                                    if precision != 'fp32'
-                                    for name in names]
-    return [name + ('' if precision == 'fp32' else BF16)
-            for precision in precisions for name in names]
+    onednn = [name + ONEDNN_LINEAR for name in names
+              if onednn_linear and name.startswith('inductor+freezing')]
+    return [variant for precision in precisions
+            for variant in ([*names, *onednn] if precision == 'fp32'
+                            else [name + BF16 for name in names])]
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -152,8 +150,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         'compiled; minutes more of compilation)')
     parser.add_argument(
         '--onednn-linear', action='store_true',
-        help=f'forward: add each float32 freezing variant again with its '
-        f'linear layers packed for oneDNN instead of MKL ({ONEDNN_LINEAR})')
+        help='forward: add each float32 inductor+freezing variant again '
+        'with its linear layers packed for oneDNN instead of MKL '
+        f'({ONEDNN_LINEAR})')
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--repeat', type=int, default=3,
                         help='interleaved timed rounds (median)')
@@ -199,7 +198,8 @@ def compiled_variant(model, variant: str):
         model (nn.Module): The variant's own copy of the model.
         variant (str): ``'eager'``, ``'inductor'`` or
             ``'inductor+freezing'``, :data:`MAX_AUTOTUNE` or :data:`CHUNKED`
-            (a ``'+bf16'`` suffix is ignored here).
+            (a ``'+bf16'`` or :data:`ONEDNN_LINEAR` suffix is ignored
+            here: the caller applies those).
 
     Returns:
         tuple: The callable, and the inductor config (a dict for
@@ -364,8 +364,13 @@ def run_case(spec: dict) -> dict:
                     if train else forward_pass(run, image, bf16))
         start = time.perf_counter()
         # The packing is chosen as the first call compiles.
+        wants_onednn = variant.endswith(ONEDNN_LINEAR)
         with torch._inductor.config.patch(patches), onednn_linear_packing(
-                variant.endswith(ONEDNN_LINEAR)):
+                wants_onednn) as packs_for_onednn:
+            if wants_onednn and not packs_for_onednn:
+                raise RuntimeError(
+                    f'{variant}: this torch\'s packing pass cannot be set '
+                    'to oneDNN, so the variant would time torch\'s own')
             outs = one_pass()
         first_call[variant] = time.perf_counter() - start
         if reference is not None:

@@ -8,15 +8,17 @@ as a post-op; with MKL each is a pass of its own over the output. Packing
 float32 weights for oneDNN as well is torch's own bfloat16 path applied to
 float32: the arithmetic stays float32.
 
-torch has no switch for the choice, so :func:`set_onednn_linear_packing`
-sets it in inductor's packing pass, for the whole process, when the pass has
-the form this module knows. ``benchmarks.compiled_speed --onednn-linear``
-times it against torch's packing; ``tools/test.py --compile`` keeps torch's
-(``docs/benchmarks.md``: a few percent, within the machine's noise, for a
-patch of torch's internals). It has to be on when a model compiles, at its
-first call: compiled code keeps the packing it was made with, and inductor
-does not cache frozen graphs, so no cached code of the other packing is
-reused.
+torch has no switch for the choice that keeps float32 arithmetic
+(``torch.backends.mkldnn.matmul.fp32_precision`` routes to oneDNN in
+bfloat16 or TF32), so :func:`set_onednn_linear_packing` sets it in
+inductor's packing pass, for the whole process, when the pass has the form
+this module knows. ``benchmarks.compiled_speed --onednn-linear`` times it
+against torch's packing; ``tools/test.py --compile`` keeps torch's
+(``docs/benchmarks.md``: 1.04-1.18x of freezing's speed, not worth a patch
+of torch's internals in the product). It has to be on when a model
+compiles, at its first call: compiled code keeps the packing it was made
+with. The packing happens as the graph is frozen, so frozen graphs of either
+packing do not share inductor's cache.
 """
 from __future__ import annotations
 
@@ -61,8 +63,9 @@ def _as_onednn(original: Callable) -> Callable:
     """``original`` with every weight taken as a bfloat16 one: packed for,
     and multiplied by, oneDNN."""
 
-    def packing_for_onednn(self, graph, is_lp_weight, *args):
-        return original(self, graph, True, *args)
+    def packing_for_onednn(self, graph, is_lp_weight: bool, *args,
+                           **kwargs):
+        return original(self, graph, True, *args, **kwargs)
 
     packing_for_onednn.__wrapped__ = original
     return packing_for_onednn
@@ -105,8 +108,15 @@ def set_onednn_linear_packing(enabled: bool) -> bool:
 @contextlib.contextmanager
 def onednn_linear_packing(enabled: bool = True) -> Iterator[bool]:
     """:func:`set_onednn_linear_packing` within a ``with`` block; the
-    packing in force before comes back after it. Yields whether float32
-    linear weights are packed for oneDNN inside."""
+    packing in force before comes back after it.
+
+    Args:
+        enabled (bool): oneDNN inside the block when true, torch's default
+            when false.
+
+    Yields:
+        bool: Whether float32 linear weights are packed for oneDNN inside.
+    """
     before = onednn_linear_packing_enabled()
     try:
         yield set_onednn_linear_packing(enabled)

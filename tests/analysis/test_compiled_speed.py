@@ -131,5 +131,9 @@ def test_onednn_linear_repeats_the_float32_freezing_variants():
     # In bfloat16 inductor packs for oneDNN anyway; training never freezes.
     assert tool.variant_names('fwd', ['bf16'], onednn_linear=True) == [
         'eager+bf16', 'inductor+bf16', 'inductor+freezing+bf16']
+    # Precisions in the order given.
+    assert tool.variant_names('train', ['bf16', 'fp32'],
+                              onednn_linear=True) == [
+        'eager+bf16', 'inductor+bf16', 'eager', 'inductor']
     assert tool.variant_names('train', ['fp32'], onednn_linear=True) == [
         'eager', 'inductor']

@@ -153,12 +153,13 @@ def test_nms_keep_mask_in_onnxruntime(tmp_path):
 def test_paste_masks_matches_mmdet_mask_head(num):
     from mmdet.models.roi_heads.mask_heads import FCNMaskHead
     from mmengine.config import ConfigDict
-    from mmengine.registry import init_default_scope
+    from mmengine.registry import DefaultScope
 
     from mmlaplacian.deployment import paste_masks
     # The head builds its loss from the registry: without mmdet's scope, an
     # earlier test's (mmpretrain) gives a CrossEntropyLoss without use_mask.
-    init_default_scope('mmdet')
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        head = FCNMaskHead(num_classes=1, class_agnostic=True)
     generator = torch.Generator().manual_seed(1)
     height, width = 180, 250
     # Boxes inside, across the border and degenerate (zero width).
@@ -168,7 +169,6 @@ def test_paste_masks_matches_mmdet_mask_head(num):
     wh[0, 0] = 0
     boxes = torch.cat([top_left, top_left + wh], 1)
     probs = torch.rand(num, 28, 28, generator=generator)
-    head = FCNMaskHead(num_classes=1, class_agnostic=True)
     expected = head._predict_by_feat_single(
         torch.logit(probs)[:, None], boxes, torch.zeros(num, dtype=torch.long),
         dict(ori_shape=(height, width), scale_factor=(1., 1.)),
