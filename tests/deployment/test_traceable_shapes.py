@@ -47,3 +47,42 @@ def test_pooling_matrices_equal_adaptive_pooling(shape, grid):
     # Every position belongs to a bin, and the bins' weights sum to 1.
     torch.testing.assert_close(rows.sum(1), torch.ones(grid[0]))
     assert (rows > 0).any(0).all()
+
+
+@pytest.mark.parametrize('shape,grid',
+                         [((25, 42), (5, 9)), ((7, 300), (1, 49)),
+                          ((40, 17), (10, 4)), ((3, 5), (2, 2))])
+def test_pooling_by_products_equals_adaptive_pooling_of_tokens(shape, grid):
+    """The traced form of the landmark pooling (products on the tokens as
+    they lie) gives the eager one's landmarks, also for tokens that are a
+    strided view."""
+    generator = torch.Generator().manual_seed(0)
+    batch, channels = 2, 12
+    wide = torch.randn(batch, shape[0] * shape[1], 2 * channels,
+                       generator=generator)
+    tokens = wide[..., ::2]  # non-contiguous
+    got = landmarks._pool_by_products(tokens, shape, grid)
+    expected = landmarks.pool_landmarks(tokens, shape, grid, num_heads=1)
+    assert got.shape == (batch, grid[0] * grid[1], channels)
+    torch.testing.assert_close(got, expected[:, 0], rtol=1e-5, atol=1e-6)
+
+
+def test_pooling_by_products_gradcheck():
+    tokens = torch.randn(2, 7 * 5, 3, dtype=torch.double, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda t: landmarks._pool_by_products(t, (7, 5), (3, 2)), (tokens, ))
+
+
+@pytest.mark.parametrize('dynamic', [False, True])
+def test_compiled_landmark_pooling_equals_eager(dynamic):
+    """``torch.compile`` takes the product form (static or symbolic sizes);
+    its landmarks are eager's."""
+    tokens = torch.randn(1, 50 * 84, 64,
+                         generator=torch.Generator().manual_seed(0))
+    grid = landmarks.landmark_grid((50, 84), 49)
+    compiled = torch.compile(landmarks.pool_landmarks, dynamic=dynamic,
+                             fullgraph=True)
+    torch.testing.assert_close(compiled(tokens, (50, 84), grid, 2),
+                               landmarks.pool_landmarks(
+                                   tokens, (50, 84), grid, 2),
+                               rtol=1e-5, atol=1e-6)
