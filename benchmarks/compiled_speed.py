@@ -19,7 +19,13 @@ backbone (random weights, seed 0):
 - ``inductor+freezing+chunked`` (forward, with ``--chunked``): the
   attention in its chunked form, as eager runs it at detection sizes,
   compiled with freezing.
-- ``...+onednn-linear`` (forward, with ``--onednn-linear``): each
+- ``inductor+freezing+dynamic`` (forward, with ``--dynamic``):
+  ``torch.compile(model, dynamic=True)`` with freezing, one graph for every
+  input size. With a symbolic token count inductor packs float32 linear
+  weights for oneDNN, as it packs bfloat16 ones (MKL's packing needs a
+  fixed row count), so the GELU and residual adds after them become the
+  GEMMs' post-ops without any patch.
+- ``...+onednn-linear`` (forward, with ``--onednn-linear``): each static
   ``inductor+freezing*`` variant again with its float32 linear layers
   packed for oneDNN instead of MKL (:mod:`benchmarks.onednn_linear`).
 
@@ -96,6 +102,8 @@ MAX_AUTOTUNE_OPTIONS = {'freezing': True, 'max_autotune': True,
 # detection sizes, compiled with freezing; compiled code otherwise runs the
 # full form.
 CHUNKED = 'inductor+freezing+chunked'
+# Freezing with symbolic sizes: one graph for all input sizes.
+DYNAMIC = 'inductor+freezing+dynamic'
 # A freezing variant with its float32 linear weights packed for oneDNN.
 ONEDNN_LINEAR = '+onednn-linear'
 
@@ -103,20 +111,25 @@ ONEDNN_LINEAR = '+onednn-linear'
 def variant_names(mode: str, precisions: Sequence[str],
                   max_autotune: bool = False,
                   chunked: bool = False,
-                  onednn_linear: bool = False) -> List[str]:
+                  onednn_linear: bool = False,
+                  dynamic: bool = False) -> List[str]:
     """The variants of ``mode``, each in every one of ``precisions``; with
     ``max_autotune`` the forward also gets :data:`MAX_AUTOTUNE`, with
-    ``chunked`` :data:`CHUNKED`, with ``onednn_linear`` each
-    ``inductor+freezing*`` variant again with :data:`ONEDNN_LINEAR`
-    (float32 only: in bfloat16 inductor packs for oneDNN anyway).
-    Precisions come in the order given."""
+    ``chunked`` :data:`CHUNKED`, with ``dynamic`` :data:`DYNAMIC`, with
+    ``onednn_linear`` each static ``inductor+freezing*`` variant again with
+    :data:`ONEDNN_LINEAR` (float32 only: in bfloat16, and with symbolic
+    sizes, inductor packs for oneDNN anyway). Precisions come in the order
+    given."""
     names = list(VARIANTS[mode])
     if max_autotune and mode == 'fwd':
         names.append(MAX_AUTOTUNE)
     if chunked and mode == 'fwd':
         names.append(CHUNKED)
+    if dynamic and mode == 'fwd':
+        names.append(DYNAMIC)
     onednn = [name + ONEDNN_LINEAR for name in names
-              if onednn_linear and name.startswith('inductor+freezing')]
+              if onednn_linear and name.startswith('inductor+freezing')
+              and name != DYNAMIC]
     return [variant for precision in precisions
             for variant in ([*names, *onednn] if precision == 'fp32'
                             else [name + BF16 for name in names])]
@@ -153,6 +166,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='forward: add each float32 inductor+freezing variant again '
         'with its linear layers packed for oneDNN instead of MKL '
         f'({ONEDNN_LINEAR})')
+    parser.add_argument(
+        '--dynamic', action='store_true',
+        help=f'forward: add {DYNAMIC} (freezing with dynamic=True: one '
+        'graph for all sizes, float32 linears packed for oneDNN by '
+        'inductor itself; minutes more of compilation)')
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--repeat', type=int, default=3,
                         help='interleaved timed rounds (median)')
@@ -197,7 +215,8 @@ def compiled_variant(model, variant: str):
     Args:
         model (nn.Module): The variant's own copy of the model.
         variant (str): ``'eager'``, ``'inductor'`` or
-            ``'inductor+freezing'``, :data:`MAX_AUTOTUNE` or :data:`CHUNKED`
+            ``'inductor+freezing'``, :data:`MAX_AUTOTUNE`, :data:`CHUNKED`
+            or :data:`DYNAMIC`
             (a ``'+bf16'`` or :data:`ONEDNN_LINEAR` suffix is ignored
             here: the caller applies those).
 
@@ -214,6 +233,9 @@ def compiled_variant(model, variant: str):
     if variant == MAX_AUTOTUNE:
         return (torch.compile(model, options=MAX_AUTOTUNE_OPTIONS),
                 MAX_AUTOTUNE_OPTIONS)
+    if variant == DYNAMIC:
+        return (torch.compile(model, dynamic=True,
+                              options={'freezing': True}), {'freezing': True})
     if variant == CHUNKED:
         for module in model.modules():
             if isinstance(module, LaplacianAttention):
@@ -356,7 +378,8 @@ def run_case(spec: dict) -> dict:
     for variant in variant_names(spec['mode'], spec['precisions'],
                                  spec.get('max_autotune', False),
                                  spec.get('chunked', False),
-                                 spec.get('onednn_linear', False)):
+                                 spec.get('onednn_linear', False),
+                                 spec.get('dynamic', False)):
         model = copy.deepcopy(base)
         run, patches = compiled_variant(model, variant)
         bf16 = variant.endswith(BF16)
@@ -413,6 +436,7 @@ def cases(args: argparse.Namespace) -> List[dict]:
                               max_autotune=args.max_autotune,
                               chunked=args.chunked,
                               onednn_linear=args.onednn_linear,
+                              dynamic=args.dynamic,
                               threads=args.threads, repeat=args.repeat,
                               warmup=args.warmup, retries=args.retries,
                               allocator=args.allocator,

@@ -40,14 +40,25 @@ def test_allocators_run_side_by_side(tmp_path, capsys):
     results = tool.main([
         '--models', 'lf_tiny', '--sizes', '64x64', '--modes', 'fwd',
         '--devices', 'cpu', '--repeat', '1', '--warmup', '0', '--threads',
-        '1', '--allocators', 'default,no-mmap', '--out-dir', str(tmp_path)
+        '1', '--allocators', 'default,no-mmap,huge-pages', '--out-dir',
+        str(tmp_path)
     ])
     assert [(r['allocator'], r['status']) for r in results] == [
-        ('default', 'ok'), ('no-mmap', 'ok')]
+        ('default', 'ok'), ('no-mmap', 'ok'), ('huge-pages', 'ok')]
     assert results[0]['params_m'] == pytest.approx(params_m(tool, 'lf_tiny'))
     out = capsys.readouterr().out
     assert 'LaplacianFormer-T [no-mmap]' in out
     assert tool.series_label(dict(model='lf_tiny')) == 'LaplacianFormer-T'
+
+
+def test_each_allocator_unsets_the_others_variables():
+    names = {name for env in tool.ALLOCATOR_ENV.values() for name in env}
+    assert {'MALLOC_MMAP_THRESHOLD_', 'THP_MEM_ALLOC_ENABLE'} <= names
+    for allocator, env in tool.ALLOCATOR_ENV.items():
+        assert set(env) == names, allocator
+    assert all(v is None for v in tool.ALLOCATOR_ENV['default'].values())
+    assert tool.ALLOCATOR_ENV['huge-pages']['THP_MEM_ALLOC_ENABLE'] == '1'
+    assert tool.ALLOCATOR_ENV['huge-pages']['MALLOC_MMAP_THRESHOLD_'] is None
 
 
 def test_unknown_allocator_is_refused(capsys):

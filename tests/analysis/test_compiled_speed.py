@@ -137,3 +137,52 @@ def test_onednn_linear_repeats_the_float32_freezing_variants():
         'eager+bf16', 'inductor+bf16', 'eager', 'inductor']
     assert tool.variant_names('train', ['fp32'], onednn_linear=True) == [
         'eager', 'inductor']
+
+
+def test_dynamic_adds_one_forward_variant_without_a_repacked_copy():
+    assert tool.variant_names('fwd', ['fp32'], dynamic=True,
+                              onednn_linear=True) == [
+        'eager', 'inductor', 'inductor+freezing', tool.DYNAMIC,
+        'inductor+freezing+onednn-linear']
+    assert tool.variant_names('fwd', ['bf16'], dynamic=True)[-1] == (
+        tool.DYNAMIC + '+bf16')
+    assert tool.variant_names('train', ['fp32'], dynamic=True) == [
+        'eager', 'inductor']
+    spec = tool.cases(tool.parse_args(['--sizes', '64x64', '--dynamic']))[0]
+    assert spec['dynamic'] is True
+
+
+def _frozen_linear_code(dynamic: bool) -> str:
+    """Inductor's code for a frozen float32 Linear-GELU."""
+    import torch
+    from torch._inductor.utils import run_and_get_code
+    torch.manual_seed(0)
+    layer = torch.nn.Sequential(torch.nn.Linear(16, 32),
+                                torch.nn.GELU()).eval()
+    x = torch.randn(24, 16)
+    torch._dynamo.reset()
+    run = torch.compile(layer, dynamic=dynamic, options={'freezing': True})
+    with torch.no_grad(), torch._inductor.config.patch(freezing=True):
+        out, code = run_and_get_code(run, x)
+        torch.testing.assert_close(out, layer(x))
+    torch._dynamo.reset()
+    return '\n'.join(code)
+
+
+def test_symbolic_sizes_pack_float32_linears_for_onednn():
+    """What the dynamic variant rests on: with a symbolic row count
+    inductor's freezing packs a float32 linear for oneDNN, with its GELU as a
+    post-op; with a fixed one for MKL."""
+    import torch
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip('this torch has no oneDNN')
+    assert '_linear_pointwise' in _frozen_linear_code(dynamic=True)
+    assert '_mkl_linear' in _frozen_linear_code(dynamic=False)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_dynamic_variant_computes_eagers_outputs(tmp_path):
+    variants = run_narrow(tmp_path, 'fwd', '--dynamic',
+                          expected=[*tool.VARIANTS['fwd'], tool.DYNAMIC])
+    assert variants[tool.DYNAMIC]['max_abs_diff'] < 1e-4
