@@ -28,8 +28,8 @@ each pass page-faults its large tensors in again. ``no-mmap`` runs the case
 with ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` raised (heap
 memory kept for reuse, as a caching allocator such as jemalloc would);
 ``huge-pages`` runs it with ``THP_MEM_ALLOC_ENABLE=1`` (torch's large CPU
-tensors in transparent huge pages, 512 times fewer faults each);
-``default,no-mmap`` runs two, one after the other for each case.
+tensors in transparent huge pages, 512 times fewer faults each); a list
+such as ``default,no-mmap`` runs each, one after the other for each case.
 
 Models (backbone settings of the matching mmdet configs):
 ``lf_tiny``, ``lf_small`` (ours), ``lf_tiny_linear`` (ours with

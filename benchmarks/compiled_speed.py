@@ -233,9 +233,6 @@ def compiled_variant(model, variant: str):
     if variant == MAX_AUTOTUNE:
         return (torch.compile(model, options=MAX_AUTOTUNE_OPTIONS),
                 MAX_AUTOTUNE_OPTIONS)
-    if variant == DYNAMIC:
-        return (torch.compile(model, dynamic=True,
-                              options={'freezing': True}), {'freezing': True})
     if variant == CHUNKED:
         for module in model.modules():
             if isinstance(module, LaplacianAttention):
@@ -243,9 +240,10 @@ def compiled_variant(model, variant: str):
     # The options make this backend unequal to the plain one, so dynamo
     # compiles this copy anew instead of reusing that variant's code for
     # another instance of the class; the config patch is what pre-packs the
-    # linear weights (the options alone freeze without packing).
-    return (torch.compile(model, options={'freezing': True}),
-            {'freezing': True})
+    # linear weights (the options alone freeze without packing). None is
+    # torch.compile's default, automatic dynamic shapes.
+    return (torch.compile(model, dynamic=True if variant == DYNAMIC else None,
+                          options={'freezing': True}), {'freezing': True})
 
 
 def forward_pass(run: Callable, image,
