@@ -25,6 +25,12 @@ backbone (random weights, seed 0):
   weights for oneDNN, as it packs bfloat16 ones (MKL's packing needs a
   fixed row count), so the GELU and residual adds after them become the
   GEMMs' post-ops without any patch.
+- ``aoti+freezing`` (forward, float32, with ``--aoti``): the model
+  exported at the case's size and compiled ahead of time by AOTInductor
+  with freezing (:mod:`mmlaplacian.deployment.aoti_export`,
+  ``tools/deployment/export_aoti.py``), then loaded and run from its
+  ``.pt2`` package. Ahead-of-time compilation packs float32 linears for
+  oneDNN, as it packs bfloat16 ones.
 - ``...+onednn-linear`` (forward, with ``--onednn-linear``): each static
   ``inductor+freezing*`` variant again with its float32 linear layers
   packed for oneDNN instead of MKL (:mod:`benchmarks.onednn_linear`).
@@ -67,7 +73,9 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import os.path as osp
 import statistics
+import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -80,6 +88,7 @@ from benchmarks.harness import (publish_table, run_in_subprocess,
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
 from benchmarks.onednn_linear import onednn_linear_packing
 from benchmarks.tables import markdown_table
+from mmlaplacian.deployment.aoti_export import export_aoti, load_aoti
 from mmlaplacian.models.layers import LaplacianAttention
 
 MODES = ('fwd', 'train')
@@ -104,6 +113,8 @@ MAX_AUTOTUNE_OPTIONS = {'freezing': True, 'max_autotune': True,
 CHUNKED = 'inductor+freezing+chunked'
 # Freezing with symbolic sizes: one graph for all input sizes.
 DYNAMIC = 'inductor+freezing+dynamic'
+# Ahead-of-time compilation (AOTInductor) with freezing, float32 only.
+AOTI = 'aoti+freezing'
 # A freezing variant with its float32 linear weights packed for oneDNN.
 ONEDNN_LINEAR = '+onednn-linear'
 
@@ -112,10 +123,12 @@ def variant_names(mode: str, precisions: Sequence[str],
                   max_autotune: bool = False,
                   chunked: bool = False,
                   onednn_linear: bool = False,
-                  dynamic: bool = False) -> List[str]:
+                  dynamic: bool = False,
+                  aoti: bool = False) -> List[str]:
     """The variants of ``mode``, each in every one of ``precisions``; with
     ``max_autotune`` the forward also gets :data:`MAX_AUTOTUNE`, with
     ``chunked`` :data:`CHUNKED`, with ``dynamic`` :data:`DYNAMIC`, with
+    ``aoti`` :data:`AOTI` (float32 only: the package runs float32), with
     ``onednn_linear`` each static ``inductor+freezing*`` variant again with
     :data:`ONEDNN_LINEAR` (float32 only: in bfloat16, and with symbolic
     sizes, inductor packs for oneDNN anyway). Precisions come in the order
@@ -130,8 +143,10 @@ def variant_names(mode: str, precisions: Sequence[str],
     onednn = [name + ONEDNN_LINEAR for name in names
               if onednn_linear and name.startswith('inductor+freezing')
               and name != DYNAMIC]
+    float32_only = [AOTI] if aoti and mode == 'fwd' else []
     return [variant for precision in precisions
-            for variant in ([*names, *onednn] if precision == 'fp32'
+            for variant in ([*names, *float32_only, *onednn]
+                            if precision == 'fp32'
                             else [name + BF16 for name in names])]
 
 
@@ -171,6 +186,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help=f'forward: add {DYNAMIC} (freezing with dynamic=True: one '
         'graph for all sizes, float32 linears packed for oneDNN by '
         'inductor itself; minutes more of compilation)')
+    parser.add_argument(
+        '--aoti', action='store_true',
+        help=f'forward: add {AOTI} (exported and compiled ahead of time '
+        'into an AOTInductor package, as tools/deployment/export_aoti.py '
+        'makes it; float32)')
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--repeat', type=int, default=3,
                         help='interleaved timed rounds (median)')
@@ -215,8 +235,8 @@ def compiled_variant(model, variant: str):
     Args:
         model (nn.Module): The variant's own copy of the model.
         variant (str): ``'eager'``, ``'inductor'`` or
-            ``'inductor+freezing'``, :data:`MAX_AUTOTUNE`, :data:`CHUNKED`
-            or :data:`DYNAMIC`
+            ``'inductor+freezing'``, :data:`MAX_AUTOTUNE`, :data:`CHUNKED`,
+            :data:`DYNAMIC` or :data:`AOTI`
             (a ``'+bf16'`` or :data:`ONEDNN_LINEAR` suffix is ignored
             here: the caller applies those).
 
@@ -233,6 +253,8 @@ def compiled_variant(model, variant: str):
     if variant == MAX_AUTOTUNE:
         return (torch.compile(model, options=MAX_AUTOTUNE_OPTIONS),
                 MAX_AUTOTUNE_OPTIONS)
+    if variant == AOTI:
+        return aoti_package_on_first_call(model), {}
     if variant == CHUNKED:
         for module in model.modules():
             if isinstance(module, LaplacianAttention):
@@ -244,6 +266,27 @@ def compiled_variant(model, variant: str):
     # torch.compile's default, automatic dynamic shapes.
     return (torch.compile(model, dynamic=True if variant == DYNAMIC else None,
                           options={'freezing': True}), {'freezing': True})
+
+
+def aoti_package_on_first_call(model) -> Callable:
+    """A callable that, at its first call, exports ``model`` at that
+    input's size into an AOTInductor package (in a temporary folder) and
+    from then on runs the loaded package: the compilation is the first
+    call's, as for the other variants."""
+    folder = tempfile.TemporaryDirectory(prefix='compiled_speed_aoti_')
+    package = None
+
+    def run(image):
+        nonlocal package
+        if package is None:
+            path = export_aoti(model, image,
+                               osp.join(folder.name, 'model.pt2')).path
+            package = load_aoti(path)
+        return package(image)
+
+    # The folder lives as long as the callable.
+    run.folder = folder
+    return run
 
 
 def forward_pass(run: Callable, image,
@@ -377,7 +420,8 @@ def run_case(spec: dict) -> dict:
                                  spec.get('max_autotune', False),
                                  spec.get('chunked', False),
                                  spec.get('onednn_linear', False),
-                                 spec.get('dynamic', False)):
+                                 spec.get('dynamic', False),
+                                 spec.get('aoti', False)):
         model = copy.deepcopy(base)
         run, patches = compiled_variant(model, variant)
         bf16 = variant.endswith(BF16)
@@ -434,7 +478,7 @@ def cases(args: argparse.Namespace) -> List[dict]:
                               max_autotune=args.max_autotune,
                               chunked=args.chunked,
                               onednn_linear=args.onednn_linear,
-                              dynamic=args.dynamic,
+                              dynamic=args.dynamic, aoti=args.aoti,
                               threads=args.threads, repeat=args.repeat,
                               warmup=args.warmup, retries=args.retries,
                               allocator=args.allocator,

@@ -33,6 +33,18 @@ SIZE_MULTIPLE = 32
 MIN_BLOCKS, MAX_BLOCKS = 4, 256
 
 
+def largest_relative_difference(got: Sequence[torch.Tensor],
+                                expected: Sequence[torch.Tensor]) -> float:
+    """The largest difference of any output from its reference, relative to
+    the reference's largest magnitude: what :data:`FEATURE_RTOL` bounds."""
+    if len(got) != len(expected):
+        raise ValueError(f'{len(got)} outputs against {len(expected)} '
+                         'references')
+    return max(
+        float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-12))
+        for out, ref in zip(got, expected))
+
+
 class ExportError(RuntimeError):
     """The exported graph is not what was asked for (custom operators, a
     fixed size where a dynamic one was requested)."""

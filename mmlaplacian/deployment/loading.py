@@ -1,10 +1,12 @@
 """The model to export: a detector built by mmdet's own ``init_detector``,
-or a segmentor by mmseg's ``init_model``."""
+or a segmentor by mmseg's ``init_model``; the export tools' options that
+choose it."""
 from __future__ import annotations
 
+import argparse
 import copy
 import logging
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch.nn as nn
 
@@ -64,3 +66,22 @@ def load_model(cfg, checkpoint: Optional[str] = None) -> nn.Module:
     import mmlaplacian  # noqa: F401  (registers LaplacianFormer)
     torch.manual_seed(0)
     return init_model(cfg, checkpoint, device='cpu').eval()
+
+
+def add_model_arguments(parser: argparse.ArgumentParser,
+                        shape: Sequence[int]) -> None:
+    """The options of an export tool that choose the model and its input:
+    ``--arch`` (a backbone), ``--config`` (a segmentor or detector
+    instead), ``--checkpoint`` and ``--shape`` (default ``shape``)."""
+    parser.add_argument('--arch', default='tiny', help='LaplacianFormer '
+                        'variant of a backbone export (default tiny)')
+    parser.add_argument('--config', help='an mmseg segmentor or mmdet '
+                        'detector config (exports that model instead)')
+    parser.add_argument('--checkpoint', help='weights (default: random): '
+                        'the backbone\'s, in any layout it loads; with '
+                        '--config, a checkpoint of that model (tools/'
+                        'train.py)')
+    parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'),
+                        default=tuple(shape),
+                        help='input size (static; default '
+                        f'{shape[0]} {shape[1]})')

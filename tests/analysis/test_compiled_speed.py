@@ -155,6 +155,18 @@ def test_dynamic_adds_one_forward_variant_without_a_repacked_copy():
     assert spec['dynamic'] is True
 
 
+def test_aoti_adds_one_float32_forward_variant():
+    assert tool.variant_names('fwd', ['fp32', 'bf16'], aoti=True,
+                              onednn_linear=True) == [
+        'eager', 'inductor', 'inductor+freezing', tool.AOTI,
+        'inductor+freezing+onednn-linear', 'eager+bf16', 'inductor+bf16',
+        'inductor+freezing+bf16']
+    assert tool.variant_names('train', ['fp32'], aoti=True) == [
+        'eager', 'inductor']
+    spec = tool.cases(tool.parse_args(['--sizes', '64x64', '--aoti']))[0]
+    assert spec['aoti'] is True
+
+
 def _frozen_linear_code(dynamic: bool) -> str:
     """Inductor's code for a frozen float32 Linear-GELU."""
     torch.manual_seed(0)
@@ -187,3 +199,12 @@ def test_dynamic_variant_computes_eagers_outputs(tmp_path):
     variants = run_narrow(tmp_path, 'fwd', '--dynamic',
                           expected=[*tool.VARIANTS['fwd'], tool.DYNAMIC])
     assert variants[tool.DYNAMIC]['max_abs_diff'] < 1e-4
+
+
+@pytest.mark.slow
+def test_aoti_variant_computes_eagers_outputs(tmp_path):
+    variants = run_narrow(tmp_path, 'fwd', '--aoti',
+                          expected=[*tool.VARIANTS['fwd'], tool.AOTI])
+    assert variants[tool.AOTI]['max_abs_diff'] < 1e-4
+    # The first call exported and compiled the package.
+    assert variants[tool.AOTI]['first_call_seconds'] > 1

@@ -46,7 +46,9 @@ from mmlaplacian.deployment.calibration import calibration_inputs
 from mmlaplacian.deployment.executorch_export import (
     EXECUTORCH_LAPLACE_FORMS, INT8_FLOAT_PARTS, XNNPACK_BLOCK_ELEMENTS,
     ExecuTorchResult, export_executorch, run_executorch)
-from mmlaplacian.deployment.export import FEATURE_RTOL
+from mmlaplacian.deployment.export import (FEATURE_RTOL,
+                                           largest_relative_difference)
+from mmlaplacian.deployment.loading import add_model_arguments
 from mmlaplacian.models import LaplacianFormer
 
 # The quick start's training images: a backbone's default calibration set.
@@ -57,16 +59,7 @@ CHECK_IMAGES = 4
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--arch', default='tiny', help='LaplacianFormer '
-                        'variant of a backbone export (default tiny)')
-    parser.add_argument('--config', help='an mmseg segmentor or mmdet '
-                        'detector config (exports that model instead)')
-    parser.add_argument('--checkpoint', help='weights (default: random): '
-                        'the backbone\'s, in any layout it loads; with '
-                        '--config, a checkpoint of that model (tools/'
-                        'train.py)')
-    parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'),
-                        default=(224, 320), help='input size (static)')
+    add_model_arguments(parser, shape=(224, 320))
     parser.add_argument(
         '--laplace', choices=EXECUTORCH_LAPLACE_FORMS, default='auto',
         help='graph form of the Laplacian kernel; operator: keep our '
@@ -220,9 +213,7 @@ def compare_float(path: str, module: nn.Module, image: torch.Tensor,
     label maps' agreement); whether it is within :data:`FEATURE_RTOL`."""
     expected = outputs_of(module, image)
     got = run_executorch(path, [image])
-    worst = max(
-        float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-12))
-        for out, ref in zip(got, expected))
+    worst = largest_relative_difference(got, expected)
     verdict = 'matches' if worst <= FEATURE_RTOL else 'DIFFERS FROM'
     print(f'ExecuTorch {verdict} eager: largest relative difference '
           f'{worst:.2e} (tolerance {FEATURE_RTOL})')
