@@ -11,8 +11,9 @@ multiply-accumulates are counted once by tracing the built model
 ``tools/analysis_tools/get_flops.py``). Then ``--repeat`` rounds run, in turn,
 one product of two ``--gemm-size`` square matrices in fp32 (``torch.mm``)
 and in int8 (``torch._int_mm``, int32 accumulation), and one forward of each
-variant (eval mode, ``torch.no_grad()``, random weights; the variants of
-:mod:`benchmarks.compiled_speed`; ``executorch-fp32`` / ``-int8``: the
+variant (eval mode, ``torch.no_grad()``, random weights; the forward
+variants of :mod:`benchmarks.compiled_speed`, ``aoti+freezing`` (the
+AOTInductor package) included; ``executorch-fp32`` / ``-int8``: the
 backbone lowered to XNNPACK, int8 calibrated on 8 images of
 ``--calibration-images``; ``executorch-operator-fp32`` / ``-int8``: the
 same with the Laplacian kernel and LayerNorm run by our ExecuTorch kernels;
@@ -39,8 +40,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 
 from benchmarks.backbone import ALLOCATOR_ENV, parse_size, size_name
-from benchmarks.compiled_speed import (VARIANTS, case_env, compiled_variant,
-                                       forward_pass, time_rounds)
+from benchmarks.compiled_speed import (AOTI, VARIANTS, case_env,
+                                       compiled_variant, forward_pass,
+                                       time_rounds)
 from benchmarks.harness import (REPO_ROOT, publish_table, run_in_subprocess,
                                 save_results, time_passes, worker_main)
 from benchmarks.models import LABELS, MODEL_ZOO, build_backbone
@@ -53,6 +55,8 @@ GEMMS = ('fp32 GEMM', 'int8 GEMM')
 # LayerNorm by our ExecuTorch kernels (runtime_speed.laplace_form).
 EXECUTORCH_VARIANTS = ('executorch-fp32', 'executorch-int8',
                        'executorch-operator-fp32', 'executorch-operator-int8')
+# The forward variants of benchmarks.compiled_speed that this tool runs.
+COMPILED_VARIANTS = (*VARIANTS['fwd'], AOTI)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -66,7 +70,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='input size HxW, batch 1')
     parser.add_argument('--variants', default='eager,inductor',
                         help='comma-separated subset of ' +
-                        ','.join(VARIANTS['fwd'] + EXECUTORCH_VARIANTS))
+                        ','.join(COMPILED_VARIANTS + EXECUTORCH_VARIANTS))
     parser.add_argument('--gemm-size', type=int, default=2048,
                         help='side of the square matrices of the GEMMs')
     parser.add_argument('--threads', type=int, default=2)
@@ -83,7 +87,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.variants = [v for v in args.variants.split(',') if v]
-    known = VARIANTS['fwd'] + EXECUTORCH_VARIANTS
+    known = COMPILED_VARIANTS + EXECUTORCH_VARIANTS
     bad = set(args.variants) - set(known)
     if bad:
         parser.error(f'unknown variants {sorted(bad)}; choose from {known}')

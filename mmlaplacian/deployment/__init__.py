@@ -27,13 +27,12 @@ from .unsupported import ExportUnsupportedError, check_exportable
 
 __all__ = [
     'AOTIPackage', 'AOTIResult', 'BackboneForExport', 'DenseStage',
-    'DetectorPrograms', 'Detections', 'ExecuTorchDetector', 'ExportError', 'ExportResult',
-    'ExportUnsupportedError', 'ExportableRetinaNet',
+    'DetectorPrograms', 'Detections', 'ExecuTorchDetector', 'ExportError',
+    'ExportResult', 'ExportUnsupportedError', 'ExportableRetinaNet',
     'ExportableTwoStageDetector', 'SegmentorForExport', 'batched_nms_keep',
     'build_exportable_detector', 'check_exportable', 'decode_deltas',
     'detections_from_ort', 'export_aoti', 'export_detector_executorch',
-    'export_onnx',
-    'graph_input', 'load_aoti', 'load_detector',
+    'export_onnx', 'graph_input', 'load_aoti', 'load_detector',
     'nms_keep_mask', 'onnx_translation_table', 'ort_run', 'ort_session',
     'paste_masks', 'program_paths', 'roi_align_levels'
 ]

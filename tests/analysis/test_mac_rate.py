@@ -91,6 +91,11 @@ def test_a_model_that_failed_keeps_its_row_in_the_table():
     assert rows[-1].startswith('| Swin-T | error | Failed to load method')
 
 
+def test_the_aoti_package_is_a_variant():
+    assert tool.parse_args(['--variants', 'eager,aoti+freezing']).variants == [
+        'eager', 'aoti+freezing']
+
+
 def test_unknown_variant_is_refused(capsys):
     with pytest.raises(SystemExit):
         tool.parse_args(['--variants', 'eager,onnx'])

@@ -54,7 +54,8 @@ def test_tool_writes_a_package_matching_eager(checkpoint_and_package):
     assert packed_linear_kernels(str(package)) == {'oneDNN': 38}
     assert 'the package matches eager' in printed, printed
 
-    image = torch.rand(1, 3, *SHAPE, generator=torch.Generator().manual_seed(1))
+    image = torch.rand(1, 3, *SHAPE,
+                       generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = BackboneForExport(backbone)(image)
     got = load_aoti(str(package))(image)
