@@ -284,8 +284,7 @@ def aoti_package_on_first_call(model) -> Callable:
             package = load_aoti(path)
         return package(image)
 
-    # The folder lives as long as the callable.
-    run.folder = folder
+    # run refers to the folder, which lives (and is removed) with it.
     return run
 
 

@@ -33,6 +33,15 @@ SIZE_MULTIPLE = 32
 MIN_BLOCKS, MAX_BLOCKS = 4, 256
 
 
+def eager_outputs(module: nn.Module,
+                  image: torch.Tensor) -> List[torch.Tensor]:
+    """``module(image)`` without autograd, as a list of tensors (the form
+    in which the runtimes return them)."""
+    with torch.no_grad():
+        out = module(image)
+    return [out] if isinstance(out, torch.Tensor) else list(out)
+
+
 def largest_relative_difference(got: Sequence[torch.Tensor],
                                 expected: Sequence[torch.Tensor]) -> float:
     """The largest difference of any output from its reference, relative to

@@ -49,6 +49,21 @@ def load_detector(cfg, checkpoint: Optional[str] = None) -> nn.Module:
     return model.eval()
 
 
+def backbone_for_export(arch: str,
+                        checkpoint: Optional[str] = None) -> nn.Module:
+    """A LaplacianFormer ``arch`` (no stochastic depth, in eval mode) as
+    :class:`~mmlaplacian.deployment.BackboneForExport`, with the weights of
+    ``checkpoint`` (in any layout ``load_pretrained`` reads) or random
+    ones."""
+    from mmlaplacian.models import LaplacianFormer
+
+    from .export import BackboneForExport
+    backbone = LaplacianFormer(arch, drop_path_rate=0.)
+    if checkpoint:
+        backbone.load_pretrained(checkpoint)
+    return BackboneForExport(backbone.eval())
+
+
 def is_segmentor_config(cfg) -> bool:
     """Whether ``cfg`` is an mmseg config (its default scope)."""
     return cfg.get('default_scope') == 'mmseg'

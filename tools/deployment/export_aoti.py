@@ -37,12 +37,11 @@ from typing import Optional, Sequence
 import torch
 import torch.nn as nn
 
-from mmlaplacian.deployment import BackboneForExport
-from mmlaplacian.deployment.aoti_export import export_aoti
-from mmlaplacian.deployment.export import (FEATURE_RTOL,
+from mmlaplacian.deployment.aoti_export import PACKAGE_SUFFIX, export_aoti
+from mmlaplacian.deployment.export import (FEATURE_RTOL, eager_outputs,
                                            largest_relative_difference)
-from mmlaplacian.deployment.loading import add_model_arguments
-from mmlaplacian.models import LaplacianFormer
+from mmlaplacian.deployment.loading import (add_model_arguments,
+                                            backbone_for_export)
 
 # Run in a fresh interpreter: the package's outputs for the saved input.
 RUN_PACKAGE = '''
@@ -62,8 +61,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         'code instead of folding and packing them')
     parser.add_argument('--out', required=True, help='output .pt2 package')
     args = parser.parse_args(argv)
-    if not args.out.endswith('.pt2'):
-        parser.error(f'--out must be a .pt2 file, got {args.out!r}')
+    if not args.out.endswith(PACKAGE_SUFFIX):
+        parser.error(f'--out must be a {PACKAGE_SUFFIX} file, got '
+                     f'{args.out!r}')
     if min(args.shape) < 1:
         parser.error('--shape needs positive sizes')
     return args
@@ -72,10 +72,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def build_module(args: argparse.Namespace) -> nn.Module:
     """The backbone, the segmentor or the detector's dense part."""
     if args.config is None:
-        backbone = LaplacianFormer(args.arch, drop_path_rate=0.)
-        if args.checkpoint:
-            backbone.load_pretrained(args.checkpoint)
-        return BackboneForExport(backbone.eval())
+        return backbone_for_export(args.arch, args.checkpoint)
     from mmengine.config import Config
 
     from mmlaplacian.deployment import (SegmentorForExport,
@@ -111,10 +108,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f'wrote {result.path}: exported in {result.export_seconds:.1f} s, '
           f'compiled in {result.compile_seconds:.1f} s; linear layers: '
           f'{linears}')
-    with tempfile.TemporaryDirectory() as work, torch.no_grad():
+    with tempfile.TemporaryDirectory() as work:
         got = run_in_fresh_interpreter(result.path, image, work)
-        expected = module(image)
-    expected = [expected] if isinstance(expected, torch.Tensor) else expected
+    expected = eager_outputs(module, image)
     worst = largest_relative_difference(got, expected)
     verdict = 'matches' if worst <= FEATURE_RTOL else 'DIFFERS FROM'
     print(f'the package {verdict} eager: largest relative difference '

@@ -41,15 +41,14 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 import torch.nn as nn
 
-from mmlaplacian.deployment import BackboneForExport
 from mmlaplacian.deployment.calibration import calibration_inputs
 from mmlaplacian.deployment.executorch_export import (
     EXECUTORCH_LAPLACE_FORMS, INT8_FLOAT_PARTS, XNNPACK_BLOCK_ELEMENTS,
     ExecuTorchResult, export_executorch, run_executorch)
-from mmlaplacian.deployment.export import (FEATURE_RTOL,
+from mmlaplacian.deployment.export import (FEATURE_RTOL, eager_outputs,
                                            largest_relative_difference)
-from mmlaplacian.deployment.loading import add_model_arguments
-from mmlaplacian.models import LaplacianFormer
+from mmlaplacian.deployment.loading import (add_model_arguments,
+                                            backbone_for_export)
 
 # The quick start's training images: a backbone's default calibration set.
 BACKBONE_CALIBRATION_IMAGES = 'data/synthetic_coco/train'
@@ -135,10 +134,7 @@ def is_detector(cfg) -> bool:
 def build_module(args: argparse.Namespace, cfg) -> nn.Module:
     """The backbone or segmentor to export."""
     if cfg is None:
-        backbone = LaplacianFormer(args.arch, drop_path_rate=0.)
-        if args.checkpoint:
-            backbone.load_pretrained(args.checkpoint)
-        return BackboneForExport(backbone.eval())
+        return backbone_for_export(args.arch, args.checkpoint)
     from mmseg.apis import init_model
 
     from mmlaplacian.deployment.segmentors import SegmentorForExport
@@ -193,12 +189,6 @@ def correlation(got: torch.Tensor, expected: torch.Tensor) -> float:
     return float(torch.corrcoef(pair)[0, 1])
 
 
-def outputs_of(module: nn.Module, image: torch.Tensor) -> List[torch.Tensor]:
-    with torch.no_grad():
-        out = module(image)
-    return [out] if isinstance(out, torch.Tensor) else list(out)
-
-
 def print_label_agreement(pairs) -> None:
     """``pairs``: (program outputs, eager outputs) per image, logits
     first."""
@@ -211,7 +201,7 @@ def compare_float(path: str, module: nn.Module, image: torch.Tensor,
                   labels: bool) -> bool:
     """Print the program's largest relative difference from eager (and the
     label maps' agreement); whether it is within :data:`FEATURE_RTOL`."""
-    expected = outputs_of(module, image)
+    expected = eager_outputs(module, image)
     got = run_executorch(path, [image])
     worst = largest_relative_difference(got, expected)
     verdict = 'matches' if worst <= FEATURE_RTOL else 'DIFFERS FROM'
@@ -227,7 +217,7 @@ def compare_int8(path: str, module: nn.Module,
                  labels: bool) -> None:
     """Print the int8 program's correlation with eager float32 per output
     over the ``check`` images (and the label maps' agreement)."""
-    pairs = [(run_executorch(path, [args[0]]), outputs_of(module, args[0]))
+    pairs = [(run_executorch(path, [args[0]]), eager_outputs(module, args[0]))
              for args in check]
     for i in range(len(pairs[0][1])):
         corr = correlation(torch.cat([got[i].flatten() for got, _ in pairs]),
